@@ -1,0 +1,64 @@
+package mockengine
+
+import (
+	"testing"
+
+	"github.com/stargate-router/stargate/pkg/mockengine/kvcache"
+	"github.com/stargate-router/stargate/pkg/openai"
+)
+
+// FuzzDecodeRequest feeds arbitrary bodies to both request decoders: they
+// must never panic, must either accept with a model and a prompt or refuse
+// with a 400/413-class OpenAI error, and an accepted prompt must tokenise
+// into at least one token.
+func FuzzDecodeRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"x"}}]}],"stream":true,"stream_options":{"include_usage":true}}`,
+		`{"model":"m","messages":[{"role":"user","content":null}],"max_completion_tokens":3,"tools":[{"type":"function"}]}`,
+		`{"model":"m","prompt":"once"}`,
+		`{"model":"m","prompt":["once"],"max_tokens":2}`,
+		`{"model":"m","prompt":[1,2]}`,
+		`{"model":5}`,
+		`{"messages":{}}`,
+		`[]`,
+		`{`,
+		``,
+	} {
+		f.Add([]byte(seed))
+	}
+	kv, err := kvcache.New(kvcache.Config{CapacityTokens: 1 << 20})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, parse := range []func([]byte) (*generation, *openai.Error){parseChat, parseCompletion} {
+			g, e := parse(body)
+			if (g == nil) == (e == nil) {
+				t.Fatalf("decoder returned generation %v and error %v", g, e)
+			}
+			if e != nil {
+				if e.Status != 400 || e.Message == "" || e.Type == "" {
+					t.Fatalf("refusal %+v is not a 400 OpenAI error", e)
+				}
+				continue
+			}
+			if g.model == "" {
+				t.Fatal("accepted a request without a model")
+			}
+			if g.maxTokens != nil && *g.maxTokens < 1 {
+				t.Fatalf("accepted max_tokens %d", *g.maxTokens)
+			}
+			seq := kv.NewSequence(g.prompt)
+			if seq.Tokens() < 1 {
+				t.Fatalf("prompt of %d bytes tokenised to %d tokens", len(g.prompt), seq.Tokens())
+			}
+			lease := kv.Lookup(seq)
+			if lease.CachedTokens() > seq.Tokens() {
+				t.Fatalf("cached %d > prompt %d", lease.CachedTokens(), seq.Tokens())
+			}
+			lease.Commit()
+			lease.Release(g.replyBytes("ok"))
+		}
+	})
+}

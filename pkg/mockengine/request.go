@@ -1,0 +1,221 @@
+package mockengine
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+
+	"github.com/stargate-router/stargate/pkg/openai"
+)
+
+// chatRequest is the part of a chat completion request the engine models.
+// Unknown fields are ignored, as a real server does.
+type chatRequest struct {
+	Model               string          `json:"model"`
+	Messages            []chatMessage   `json:"messages"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *streamOptions  `json:"stream_options"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Tools               json.RawMessage `json:"tools"`
+}
+
+type chatMessage struct {
+	Role    string      `json:"role"`
+	Content chatContent `json:"content"`
+}
+
+// chatContent is a message's content: a string, an array of parts, or null.
+type chatContent struct {
+	text string
+}
+
+func (c *chatContent) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		c.text = ""
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		return json.Unmarshal(b, &c.text)
+	case len(b) > 0 && b[0] == '[':
+		var parts []json.RawMessage
+		if err := json.Unmarshal(b, &parts); err != nil {
+			return err
+		}
+		var sb strings.Builder
+		for _, p := range parts {
+			var tp struct {
+				Type string  `json:"type"`
+				Text *string `json:"text"`
+			}
+			if err := json.Unmarshal(p, &tp); err != nil {
+				return err
+			}
+			if tp.Text != nil && (tp.Type == "text" || tp.Type == "input_text" || tp.Type == "output_text") {
+				sb.WriteString(*tp.Text)
+			} else {
+				// Non-text parts (images, audio) still occupy the prompt;
+				// their JSON stands in for their tokens.
+				sb.Write(p)
+			}
+		}
+		c.text = sb.String()
+		return nil
+	default:
+		return &json.UnmarshalTypeError{Value: "non-string", Type: reflect.TypeFor[string]()}
+	}
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// completionRequest is the part of a legacy completion request the engine
+// models.
+type completionRequest struct {
+	Model         string          `json:"model"`
+	Prompt        json.RawMessage `json:"prompt"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *streamOptions  `json:"stream_options"`
+	MaxTokens     *int            `json:"max_tokens"`
+}
+
+// generation is what every generating endpoint hands the engine: the prompt
+// bytes the KV cache sees, and how the reply extends them for the next turn.
+type generation struct {
+	kind         string // "chat" or "completion"
+	model        string
+	prompt       []byte
+	stream       bool
+	includeUsage bool
+	maxTokens    *int
+}
+
+// parseChat decodes and validates a chat completion body.
+func parseChat(body []byte) (*generation, *openai.Error) {
+	var req chatRequest
+	if e := openai.DecodeJSON(body, &req); e != nil {
+		return nil, e
+	}
+	if len(req.Messages) == 0 {
+		return nil, openai.BadRequest("messages", "missing_field", "field \"messages\" is required and must be a non-empty array")
+	}
+	for i, m := range req.Messages {
+		if m.Role == "" {
+			return nil, openai.BadRequest("messages", "missing_field", "messages[%d].role is required", i)
+		}
+	}
+	if e := checkModel(req.Model); e != nil {
+		return nil, e
+	}
+	maxTokens := req.MaxCompletionTokens
+	if maxTokens == nil {
+		maxTokens = req.MaxTokens
+	}
+	if e := checkMaxTokens(maxTokens); e != nil {
+		return nil, e
+	}
+	return &generation{
+		kind:         "chat",
+		model:        req.Model,
+		prompt:       renderChat(req.Tools, req.Messages),
+		stream:       req.Stream,
+		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+		maxTokens:    maxTokens,
+	}, nil
+}
+
+// parseCompletion decodes and validates a legacy completion body.
+func parseCompletion(body []byte) (*generation, *openai.Error) {
+	var req completionRequest
+	if e := openai.DecodeJSON(body, &req); e != nil {
+		return nil, e
+	}
+	if e := checkModel(req.Model); e != nil {
+		return nil, e
+	}
+	prompt, e := completionPrompt(req.Prompt)
+	if e != nil {
+		return nil, e
+	}
+	if e := checkMaxTokens(req.MaxTokens); e != nil {
+		return nil, e
+	}
+	return &generation{
+		kind:         "completion",
+		model:        req.Model,
+		prompt:       []byte(prompt),
+		stream:       req.Stream,
+		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+		maxTokens:    req.MaxTokens,
+	}, nil
+}
+
+func checkModel(model string) *openai.Error {
+	if strings.TrimSpace(model) == "" {
+		return openai.BadRequest("model", "missing_field", "field \"model\" is required")
+	}
+	return nil
+}
+
+func checkMaxTokens(n *int) *openai.Error {
+	if n != nil && *n < 1 {
+		return openai.BadRequest("max_tokens", "invalid_value", "max_tokens must be >= 1, got %d", *n)
+	}
+	return nil
+}
+
+// completionPrompt accepts a string or an array holding exactly one string;
+// token-id prompts and batches are out of the mock's scope and say so.
+func completionPrompt(raw json.RawMessage) (string, *openai.Error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return "", openai.BadRequest("prompt", "missing_field", "field \"prompt\" is required")
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var arr []string
+	if err := json.Unmarshal(raw, &arr); err == nil && len(arr) == 1 {
+		return arr[0], nil
+	}
+	return "", openai.BadRequest("prompt", "invalid_type", "field \"prompt\" must be a string or an array of exactly one string")
+}
+
+// renderChat lays a conversation out as the bytes the KV cache hashes:
+// "role:content\n" per message, after the tools' JSON when present. The
+// reply is appended as "assistant:<text>\n" (replySuffix), which is exactly
+// how the next turn renders once the client re-sends it, so that turn hits
+// the blocks this one produced.
+func renderChat(tools json.RawMessage, msgs []chatMessage) []byte {
+	n := len(tools) + 1
+	for _, m := range msgs {
+		n += len(m.Role) + len(m.Content.text) + 2
+	}
+	b := make([]byte, 0, n)
+	if t := bytes.TrimSpace(tools); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		b = append(b, t...)
+		b = append(b, '\n')
+	}
+	for _, m := range msgs {
+		b = append(b, m.Role...)
+		b = append(b, ':')
+		b = append(b, m.Content.text...)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// replyBytes is how a reply extends the prompt in the KV cache.
+func (g *generation) replyBytes(text string) []byte {
+	if g.kind == "completion" {
+		return []byte(text)
+	}
+	b := make([]byte, 0, len(text)+11)
+	b = append(b, "assistant:"...)
+	b = append(b, text...)
+	return append(b, '\n')
+}

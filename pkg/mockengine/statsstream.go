@@ -1,0 +1,81 @@
+package mockengine
+
+import (
+	"encoding/json"
+	"sync"
+)
+
+// statsEvent is one line of the engine stats stream (pylon.md §2.2, §7.6).
+// Counters are cumulative per request.
+type statsEvent struct {
+	Type            string  `json:"type"`
+	V               int     `json:"v"`
+	RequestID       string  `json:"request_id,omitempty"`
+	Model           string  `json:"model,omitempty"`
+	TokensProcessed *uint64 `json:"tokens_processed,omitempty"`
+	TokensGenerated *uint64 `json:"tokens_generated,omitempty"`
+	Finished        bool    `json:"finished,omitempty"`
+}
+
+// subscriberBuffer is the per-subscriber backlog; a subscriber that falls
+// further behind skips events, as the reference's broadcast channel does.
+const subscriberBuffer = 1024
+
+// broadcaster fans stats lines out to every open stream. Nothing sent before
+// a subscription is replayed.
+type broadcaster struct {
+	mu   sync.Mutex
+	subs map[chan []byte]struct{}
+}
+
+func newBroadcaster() *broadcaster {
+	return &broadcaster{subs: make(map[chan []byte]struct{})}
+}
+
+func (b *broadcaster) subscribe() chan []byte {
+	ch := make(chan []byte, subscriberBuffer)
+	b.mu.Lock()
+	b.subs[ch] = struct{}{}
+	b.mu.Unlock()
+	return ch
+}
+
+func (b *broadcaster) unsubscribe(ch chan []byte) {
+	b.mu.Lock()
+	delete(b.subs, ch)
+	b.mu.Unlock()
+}
+
+// active reports whether anyone listens, so requests skip encoding events
+// nobody reads.
+func (b *broadcaster) active() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.subs) > 0
+}
+
+// stats publishes a stats event; generated < 0 leaves tokens_generated out
+// (embeddings).
+func (b *broadcaster) stats(requestID, model string, processed, generated int, finished bool) {
+	if !b.active() {
+		return
+	}
+	p := uint64(processed)
+	ev := statsEvent{Type: "stats", V: 1, RequestID: requestID, Model: model, TokensProcessed: &p, Finished: finished}
+	if generated >= 0 {
+		g := uint64(generated)
+		ev.TokensGenerated = &g
+	}
+	line, _ := json.Marshal(ev)
+	line = append(line, '\n')
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for ch := range b.subs {
+		select {
+		case ch <- line:
+		default: // lagging subscriber: drop, never block a request
+		}
+	}
+}
+
+var pingLine = []byte(`{"type":"ping","v":1}` + "\n")

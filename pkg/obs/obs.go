@@ -1,0 +1,77 @@
+package obs
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/stargate-router/stargate/pkg/cli"
+)
+
+// LogConfig selects the log encoding and threshold.
+type LogConfig struct {
+	Format string // json or text
+	Level  string // debug, info, warn or error
+}
+
+// Register binds the log settings to --log-format/--log-level and the
+// envPrefix_LOG_FORMAT/envPrefix_LOG_LEVEL environment variables.
+func (c *LogConfig) Register(fs *cli.FlagSet, envPrefix string) {
+	fs.String(&c.Format, "log-format", envPrefix+"LOG_FORMAT", "text", "log encoding: text or json")
+	fs.String(&c.Level, "log-level", envPrefix+"LOG_LEVEL", "info", "log threshold: debug, info, warn or error")
+}
+
+// NewLogger returns a logger writing to w as configured, or an error naming
+// the bad flag.
+func NewLogger(w io.Writer, c LogConfig) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.Level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.Level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(c.Format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", c.Format)
+	}
+}
+
+// NewRegistry returns an empty registry with the Go runtime and process
+// collectors, the base every binary's /metrics starts from.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return reg
+}
+
+// MetricsHandler serves reg in the Prometheus text format, reporting
+// collection errors in the response rather than failing the scrape.
+func MetricsHandler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: false,
+	})
+}
+
+// BuildInfo registers the <namespace>_build_info gauge (always 1) labelled
+// with the version and Go version, so dashboards can show what runs where.
+func BuildInfo(reg prometheus.Registerer, namespace, version string) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: namespace + "_build_info",
+		Help: "Always 1; labels carry the binary's version.",
+	}, []string{"version"})
+	g.WithLabelValues(version).Set(1)
+	reg.MustRegister(g)
+}

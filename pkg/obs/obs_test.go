@@ -1,0 +1,49 @@
+package obs
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestNewLogger(t *testing.T) {
+	var buf bytes.Buffer
+	l, err := NewLogger(&buf, LogConfig{Format: "json", Level: "warn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Info("hidden")
+	l.Warn("shown", "k", 1)
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("not one JSON record: %q: %v", buf.String(), err)
+	}
+	if rec["msg"] != "shown" || rec["k"] != float64(1) {
+		t.Fatalf("record = %v", rec)
+	}
+	for _, bad := range []LogConfig{{Format: "xml", Level: "info"}, {Format: "text", Level: "loud"}} {
+		_, err := NewLogger(io.Discard, bad)
+		if err == nil {
+			t.Fatalf("%+v accepted", bad)
+		}
+		if !strings.Contains(err.Error(), "--log-") {
+			t.Fatalf("error %q does not name the flag", err)
+		}
+	}
+}
+
+func TestRegistryServesBuildInfo(t *testing.T) {
+	reg := NewRegistry()
+	BuildInfo(reg, "hub", "v1.2.3")
+	rec := httptest.NewRecorder()
+	MetricsHandler(reg).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{`hub_build_info{version="v1.2.3"} 1`, "go_goroutines", "process_"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
