@@ -70,13 +70,14 @@ tidy-check:
 demo: build
 	$(BIN)/demo --bin-dir $(BIN)
 
-## bench: Go benchmarks of the hot paths (-benchmem), summarised with benchstat
-bench: $(BIN)/benchstat
+## bench: Go benchmarks of the hot paths (-benchmem) summarised with benchstat, then HTTP throughput of the mock
+bench: build $(BIN)/benchstat
 	@mkdir -p bench-results
 	@for m in $(MODULES); do \
 		(cd $$m && $(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCHCOUNT) ./...) ; \
 	done | tee bench-results/latest.txt
 	$(BIN)/benchstat bench-results/latest.txt
+	@scripts/bench-mock-http.sh $(BIN) | tee bench-results/mock-http.txt
 
 $(BIN)/benchstat:
 	@mkdir -p $(BIN)

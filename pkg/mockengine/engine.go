@@ -141,7 +141,7 @@ func (e *Engine) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 		return
 	}
 
-	outTokens, oerr := e.outputLength(r, g)
+	outTokens, finish, oerr := e.outputLength(r, g)
 	if oerr != nil {
 		e.reject(w, oerr, "bad_request")
 		return
@@ -191,7 +191,7 @@ func (e *Engine) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 	run := &run{
 		e: e, g: g, w: w, ctx: ctx, requestID: requestID, arrived: arrived,
 		promptTokens: promptTokens, cachedTokens: cached,
-		tokens: outputTokens(e.cfg.Seed, requestID, outTokens),
+		tokens: outputTokens(e.cfg.Seed, requestID, outTokens), finish: finish,
 	}
 	var generated int
 	if g.stream {
@@ -202,7 +202,7 @@ func (e *Engine) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 	lease.Release(g.replyBytes(joinTokens(run.tokens[:generated])))
 	e.metrics.generationTokens.Add(float64(generated))
 	if generated == outTokens {
-		e.metrics.success.WithLabelValues("stop").Inc()
+		e.metrics.success.WithLabelValues(finish).Inc()
 		e.metrics.e2e.Observe(e.clock.Since(arrived).Seconds())
 	} else {
 		e.metrics.success.WithLabelValues("abort").Inc()
@@ -214,20 +214,20 @@ func (e *Engine) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 const maxOutputTokens = 1 << 20
 
 // outputLength follows the reference: x-output-tokens when present, else
-// max_tokens capped by --num-tokens.
-func (e *Engine) outputLength(r *http.Request, g *generation) (int, *openai.Error) {
+// max_tokens capped by --num-tokens. The finish reason is "length" when the
+// client's max_tokens is what stopped generation, as on a real engine.
+func (e *Engine) outputLength(r *http.Request, g *generation) (int, string, *openai.Error) {
 	n, present, err := headers.GetUint64(r.Header, headers.OutputTokens)
 	if err != nil {
-		return 0, openai.BadRequest("", "invalid_header", "%v", err)
+		return 0, "", openai.BadRequest("", "invalid_header", "%v", err)
 	}
 	if present {
-		return int(max(min(n, maxOutputTokens), 1)), nil
+		return int(max(min(n, maxOutputTokens), 1)), "stop", nil
 	}
-	out := e.cfg.NumTokens
-	if g.maxTokens != nil {
-		out = min(*g.maxTokens, out)
+	if g.maxTokens != nil && *g.maxTokens <= e.cfg.NumTokens {
+		return *g.maxTokens, "length", nil
 	}
-	return max(out, 1), nil
+	return e.cfg.NumTokens, "stop", nil
 }
 
 func (e *Engine) reject(w http.ResponseWriter, oerr *openai.Error, reason string) {

@@ -44,6 +44,9 @@ func TestSDKChatNonStreaming(t *testing.T) {
 	if got := len(strings.Fields(resp.Choices[0].Message.Content)); got != 5 {
 		t.Fatalf("content %q has %d words, want one per token", resp.Choices[0].Message.Content, got)
 	}
+	if resp.Choices[0].FinishReason != "length" {
+		t.Fatalf("finish_reason %q, want length: max_tokens stopped generation", resp.Choices[0].FinishReason)
+	}
 }
 
 func TestSDKChatStreamingAndTwoTurnCache(t *testing.T) {
@@ -165,7 +168,7 @@ func TestBadInput(t *testing.T) {
 		{"missing messages", "/v1/chat/completions", "POST", `{"model":"m"}`, nil, 400, "missing_field", "messages"},
 		{"messages not array", "/v1/chat/completions", "POST", `{"model":"m","messages":"hi"}`, nil, 400, "invalid_type", "messages"},
 		{"model not string", "/v1/chat/completions", "POST", `{"model":7,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_type", "model"},
-		{"content wrong type", "/v1/chat/completions", "POST", `{"model":"m","messages":[{"role":"user","content":5}]}`, nil, 400, "invalid_type", "messages.content"},
+		{"content wrong type", "/v1/chat/completions", "POST", `{"model":"m","messages":[{"role":"user","content":5}]}`, nil, 400, "invalid_type", "messages[0].content"},
 		{"stream not bool", "/v1/chat/completions", "POST", `{"model":"m","stream":"yes","messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_type", "stream"},
 		{"missing role", "/v1/chat/completions", "POST", `{"model":"m","messages":[{"content":"x"}]}`, nil, 400, "missing_field", "messages"},
 		{"max_tokens zero", "/v1/chat/completions", "POST", `{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"x"}]}`, nil, 400, "invalid_value", "max_tokens"},

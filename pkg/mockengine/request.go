@@ -3,7 +3,7 @@ package mockengine
 import (
 	"bytes"
 	"encoding/json"
-	"reflect"
+	"fmt"
 	"strings"
 
 	"github.com/stargate-router/stargate/pkg/openai"
@@ -22,49 +22,40 @@ type chatRequest struct {
 }
 
 type chatMessage struct {
-	Role    string      `json:"role"`
-	Content chatContent `json:"content"`
+	Role string `json:"role"`
+	// Content is a string, an array of parts, or null. Decoding into any
+	// avoids a custom unmarshaler, which would make encoding/json validate
+	// every message twice.
+	Content any `json:"content"`
 }
 
-// chatContent is a message's content: a string, an array of parts, or null.
-type chatContent struct {
-	text string
-}
-
-func (c *chatContent) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	switch {
-	case bytes.Equal(b, []byte("null")):
-		c.text = ""
-		return nil
-	case len(b) > 0 && b[0] == '"':
-		return json.Unmarshal(b, &c.text)
-	case len(b) > 0 && b[0] == '[':
-		var parts []json.RawMessage
-		if err := json.Unmarshal(b, &parts); err != nil {
-			return err
-		}
+// contentText flattens a message's content to the text the engine sees:
+// text parts are concatenated, other parts (images, audio) stand in with
+// their JSON, since they occupy the prompt too.
+func contentText(i int, c any) (string, *openai.Error) {
+	switch v := c.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return v, nil
+	case []any:
 		var sb strings.Builder
-		for _, p := range parts {
-			var tp struct {
-				Type string  `json:"type"`
-				Text *string `json:"text"`
+		for _, p := range v {
+			part, ok := p.(map[string]any)
+			if !ok {
+				return "", openai.BadRequest(fmt.Sprintf("messages[%d].content", i), "invalid_type", "messages[%d].content parts must be objects", i)
 			}
-			if err := json.Unmarshal(p, &tp); err != nil {
-				return err
+			typ, _ := part["type"].(string)
+			if text, ok := part["text"].(string); ok && (typ == "text" || typ == "input_text" || typ == "output_text") {
+				sb.WriteString(text)
+				continue
 			}
-			if tp.Text != nil && (tp.Type == "text" || tp.Type == "input_text" || tp.Type == "output_text") {
-				sb.WriteString(*tp.Text)
-			} else {
-				// Non-text parts (images, audio) still occupy the prompt;
-				// their JSON stands in for their tokens.
-				sb.Write(p)
-			}
+			b, _ := json.Marshal(part)
+			sb.Write(b)
 		}
-		c.text = sb.String()
-		return nil
+		return sb.String(), nil
 	default:
-		return &json.UnmarshalTypeError{Value: "non-string", Type: reflect.TypeFor[string]()}
+		return "", openai.BadRequest(fmt.Sprintf("messages[%d].content", i), "invalid_type", "messages[%d].content must be a string, an array of parts or null", i)
 	}
 }
 
@@ -102,10 +93,16 @@ func parseChat(body []byte) (*generation, *openai.Error) {
 	if len(req.Messages) == 0 {
 		return nil, openai.BadRequest("messages", "missing_field", "field \"messages\" is required and must be a non-empty array")
 	}
+	texts := make([]string, len(req.Messages))
 	for i, m := range req.Messages {
 		if m.Role == "" {
 			return nil, openai.BadRequest("messages", "missing_field", "messages[%d].role is required", i)
 		}
+		t, e := contentText(i, m.Content)
+		if e != nil {
+			return nil, e
+		}
+		texts[i] = t
 	}
 	if e := checkModel(req.Model); e != nil {
 		return nil, e
@@ -120,7 +117,7 @@ func parseChat(body []byte) (*generation, *openai.Error) {
 	return &generation{
 		kind:         "chat",
 		model:        req.Model,
-		prompt:       renderChat(req.Tools, req.Messages),
+		prompt:       renderChat(req.Tools, req.Messages, texts),
 		stream:       req.Stream,
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
 		maxTokens:    maxTokens,
@@ -190,20 +187,20 @@ func completionPrompt(raw json.RawMessage) (string, *openai.Error) {
 // reply is appended as "assistant:<text>\n" (replySuffix), which is exactly
 // how the next turn renders once the client re-sends it, so that turn hits
 // the blocks this one produced.
-func renderChat(tools json.RawMessage, msgs []chatMessage) []byte {
+func renderChat(tools json.RawMessage, msgs []chatMessage, texts []string) []byte {
 	n := len(tools) + 1
-	for _, m := range msgs {
-		n += len(m.Role) + len(m.Content.text) + 2
+	for i, m := range msgs {
+		n += len(m.Role) + len(texts[i]) + 2
 	}
 	b := make([]byte, 0, n)
 	if t := bytes.TrimSpace(tools); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
 		b = append(b, t...)
 		b = append(b, '\n')
 	}
-	for _, m := range msgs {
+	for i, m := range msgs {
 		b = append(b, m.Role...)
 		b = append(b, ':')
-		b = append(b, m.Content.text...)
+		b = append(b, texts[i]...)
 		b = append(b, '\n')
 	}
 	return b

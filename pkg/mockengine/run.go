@@ -21,6 +21,7 @@ type run struct {
 	promptTokens int
 	cachedTokens int
 	tokens       []string
+	finish       string // finish_reason once every token is out
 }
 
 // firstTokenDelay is the base TTFT plus its deterministic jitter, scaled.
@@ -63,14 +64,14 @@ func (r *run) complete() int {
 	if r.g.kind == "completion" {
 		writeJSON(r.w, http.StatusOK, map[string]any{
 			"id": r.requestID, "object": "text_completion", "created": created, "model": r.g.model,
-			"choices": []map[string]any{{"index": 0, "text": text, "finish_reason": "stop", "logprobs": nil}},
+			"choices": []map[string]any{{"index": 0, "text": text, "finish_reason": r.finish, "logprobs": nil}},
 			"usage":   u,
 		})
 		return n
 	}
 	writeJSON(r.w, http.StatusOK, map[string]any{
 		"id": r.requestID, "object": "chat.completion", "created": created, "model": r.g.model,
-		"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": "stop", "logprobs": nil}},
+		"choices": []map[string]any{{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": r.finish, "logprobs": nil}},
 		"usage":   u,
 	})
 	return n
@@ -139,7 +140,7 @@ func (r *run) stream() int {
 		}
 		r.e.stats.stats(r.requestID, r.g.model, r.promptTokens, sent, false)
 	}
-	if !send(chunk(map[string]any{}, nil, "stop")) {
+	if !send(chunk(map[string]any{}, nil, r.finish)) {
 		return sent
 	}
 	r.e.stats.stats(r.requestID, r.g.model, r.promptTokens, sent, true)
