@@ -1,24 +1,19 @@
-// Command hub is the hub router: routes OpenAI requests to clusters over pylon tunnels.
-//
-// This is the process skeleton every binary shares (flags with environment
-// variables, slog logging, an explicit Prometheus registry, health probes and
-// a bounded graceful drain on SIGTERM); the hub's own components are wired
-// in here as they land. Run it with --help for every flag.
+// Command hub is the hub router: pylons dial its backend listener and
+// register over a reverse HTTP/2 tunnel, and it routes OpenAI requests to
+// their clusters. Run it with --help for every flag, its environment variable
+// and its default; docs/hub.md describes the behaviour.
 package main
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/obs"
-	"github.com/stargate-router/stargate/pkg/serve"
 )
 
 // version is set by the Makefile through -ldflags.
@@ -31,15 +26,10 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	var (
-		listen, metricsListen string
-		drain                 time.Duration
-		logCfg                obs.LogConfig
-	)
-	fs := cli.New("hub", "hub: the hub router: routes OpenAI requests to clusters over pylon tunnels.", stdout)
-	fs.String(&listen, "listen", "HUB_LISTEN", "127.0.0.1:8000", "HTTP listen address host:port")
-	fs.String(&metricsListen, "metrics-listen", "HUB_METRICS_LISTEN", "127.0.0.1:9090", "Prometheus /metrics listen address host:port")
-	fs.Duration(&drain, "drain-timeout", "HUB_DRAIN_TIMEOUT", 30*time.Second, "on SIGTERM, how long in-flight requests and streams may finish before connections are closed")
+	cfg := defaultConfig()
+	var logCfg obs.LogConfig
+	fs := cli.New("hub", "hub: routes OpenAI requests to clusters whose pylons registered over reverse tunnels.", stdout)
+	cfg.register(fs)
 	logCfg.Register(fs, "HUB_")
 	if err := fs.Parse(args, getenv); err != nil {
 		if cli.IsHelp(err) {
@@ -53,33 +43,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "hub:", err)
 		return 2
 	}
-	reg := obs.NewRegistry()
-	obs.BuildInfo(reg, "hub", version)
-
-	var ready serve.Readiness
-	api := http.NewServeMux()
-	serve.Probes(api, &ready)
-	api.HandleFunc("/", serve.NotFound)
-	metrics := http.NewServeMux()
-	metrics.Handle("GET /metrics", obs.MetricsHandler(reg))
-
-	apiLn, err := serve.Listen("listen", listen)
+	if err := cfg.validate(); err != nil {
+		fmt.Fprintln(stderr, "hub: invalid configuration:", err)
+		return 2
+	}
+	a, err := newApp(cfg, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "hub:", err)
 		return 1
 	}
-	metricsLn, err := serve.Listen("metrics-listen", metricsListen)
-	if err != nil {
-		_ = apiLn.Close()
-		fmt.Fprintln(stderr, "hub:", err)
-		return 1
-	}
-	ready.Set(true)
-	err = serve.Run(ctx, log, drain, func() { ready.Set(false) },
-		serve.Server{Name: "api", Listener: apiLn, Handler: api},
-		serve.Server{Name: "metrics", Listener: metricsLn, Handler: metrics})
-	if err != nil {
-		log.Error("serve failed", "err", err)
+	if err := a.run(ctx); err != nil {
+		log.Error("hub stopped with an error", "err", err)
 		return 1
 	}
 	return 0

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -17,16 +18,19 @@ import (
 type stack struct {
 	binDir string
 	out    io.Writer
-	procs  []*exec.Cmd
+	procs  []*proc
+	// cleanup runs after every child has stopped.
+	cleanup []func()
 }
 
-type service struct {
-	name string
-	url  string
+// proc is one child and a channel closed when it has exited.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // freePort asks the kernel for an unused loopback port. Another process can
-// take it before the child binds; startEngine retries in that case.
+// take it before the child binds; start retries in that case.
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -36,37 +40,43 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-func (s *stack) startEngine(ctx context.Context, name string, args []string) (service, error) {
+func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+// start runs binary with the args that args(ports) returns, retrying with
+// fresh ports if it does not become ready at readyPath on the first port.
+func (s *stack) start(ctx context.Context, name, binary string, nports int, args func(ports []int) []string, readyPath string) ([]int, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return service{}, err
+		ports := make([]int, nports)
+		for i := range ports {
+			p, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			ports[i] = p
 		}
-		addr := "127.0.0.1:" + strconv.Itoa(port)
 		//nolint:gosec // G204: the demo runs this project's own binaries from --bin-dir.
-		cmd := exec.Command(filepath.Join(s.binDir, "mock-engine"), append([]string{"--listen", addr}, args...)...)
+		cmd := exec.Command(filepath.Join(s.binDir, binary), args(ports)...)
 		cmd.Stdout, cmd.Stderr = s.out, s.out
 		if err := cmd.Start(); err != nil {
-			return service{}, fmt.Errorf("starting %s (run `make build` first?): %w", name, err)
+			return nil, fmt.Errorf("starting %s (run `make build` first?): %w", name, err)
 		}
-		s.procs = append(s.procs, cmd)
-		url := "http://" + addr
-		if lastErr = waitHealthy(ctx, url+"/health", cmd); lastErr == nil {
-			return service{name: name, url: url}, nil
+		p := &proc{cmd: cmd, exited: make(chan struct{})}
+		go func() {
+			_ = cmd.Wait()
+			close(p.exited)
+		}()
+		s.procs = append(s.procs, p)
+		if lastErr = waitReady(ctx, "http://"+addr(ports[0])+readyPath, p); lastErr == nil {
+			return ports, nil
 		}
 	}
-	return service{}, fmt.Errorf("%s did not become healthy: %w", name, lastErr)
+	return nil, fmt.Errorf("%s did not become ready: %w", name, lastErr)
 }
 
-// waitHealthy polls url until it answers 200, the child exits or settle
+// waitReady polls url until it answers 200, the child exits or settle
 // passes.
-func waitHealthy(ctx context.Context, url string, cmd *exec.Cmd) error {
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
+func waitReady(ctx context.Context, url string, p *proc) error {
 	deadline := time.Now().Add(settle)
 	for time.Now().Before(deadline) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -78,8 +88,8 @@ func waitHealthy(ctx context.Context, url string, cmd *exec.Cmd) error {
 			}
 		}
 		select {
-		case <-exited:
-			return fmt.Errorf("process exited: %v", cmd.ProcessState)
+		case <-p.exited:
+			return fmt.Errorf("process exited: %v", p.cmd.ProcessState)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
@@ -88,21 +98,60 @@ func waitHealthy(ctx context.Context, url string, cmd *exec.Cmd) error {
 	return fmt.Errorf("no answer from %s within %v", url, settle)
 }
 
-// stop sends SIGTERM to every child, then SIGKILL to those still running
-// after a grace period.
-func (s *stack) stop() {
-	for _, c := range s.procs {
-		if c.Process != nil && c.ProcessState == nil {
-			_ = c.Process.Signal(syscall.SIGTERM)
+// waitClusters polls the hub's /debug/state until model has n clusters.
+func waitClusters(ctx context.Context, hubURL, model string, n int) error {
+	deadline := time.Now().Add(settle)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hubURL+"/debug/state", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			var st struct {
+				Routing struct {
+					Targets []struct {
+						Model    string `json:"model"`
+						Clusters []struct {
+							ClusterID string `json:"cluster_id"`
+						} `json:"clusters"`
+					} `json:"targets"`
+				} `json:"routing"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&st)
+			_ = resp.Body.Close()
+			for _, t := range st.Routing.Targets {
+				if t.Model == model && len(t.Clusters) >= n {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for _, c := range s.procs {
-		for c.ProcessState == nil && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
+	return fmt.Errorf("the hub did not see %d clusters for %s within %v", n, model, settle)
+}
+
+// stop stops the children in reverse start order (pylons before the hub,
+// so they do not log a lost hub): SIGTERM, then SIGKILL for one still
+// running after the grace period.
+func (s *stack) stop() {
+	deadline := time.Now().Add(10 * time.Second)
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		p := s.procs[i]
+		select {
+		case <-p.exited:
+			continue
+		default:
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		}
-		if c.ProcessState == nil && c.Process != nil {
-			_ = c.Process.Kill()
+		select {
+		case <-p.exited:
+		case <-time.After(time.Until(deadline)):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
 		}
+	}
+	for _, f := range s.cleanup {
+		f()
 	}
 }

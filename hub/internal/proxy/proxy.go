@@ -1,0 +1,576 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/stargate-router/stargate/hub/internal/lb"
+	"github.com/stargate-router/stargate/hub/internal/routing"
+	"github.com/stargate-router/stargate/hub/internal/state"
+	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/openai"
+)
+
+// Store is the routing state as the proxy reads and reserves it.
+type Store interface {
+	Snapshot(t routing.Target) *routing.Snapshot
+	Registered(t routing.Target) bool
+	NextBackend(t routing.Target, clusterID string, skip func(backendID string) bool) (state.Backend, bool)
+	Reserve(t routing.Target, clusterID, backendID string, tokens uint64, prio uint32) state.Reservation
+}
+
+// Tunnels gives the transport to a connected backend.
+type Tunnels interface {
+	RoundTripper(backendID string) (http.RoundTripper, bool)
+}
+
+// Route is the load balancer resolved for one request.
+type Route struct {
+	// Algorithm is the canonical name, for labels and logs.
+	Algorithm string
+	Picker    lb.Picker
+	// RequireAffinityKey makes a request without x-cache-affinity-key a 400.
+	RequireAffinityKey bool
+}
+
+// Resolver picks the load balancer for a target and the requested
+// algorithm ("" when the request names none).
+type Resolver interface {
+	Resolve(t routing.Target, requested string) (Route, *openai.Error)
+}
+
+// Config holds the proxy's limits; the hub flag that sets each is named.
+type Config struct {
+	// MaxReplayBodyBytes is --proxy-max-replay-body-bytes (64 MiB).
+	MaxReplayBodyBytes int64
+	// RequestTimeout bounds the time to the response head of one attempt
+	// (--tunnel-request-timeout-ms, 30 s).
+	RequestTimeout time.Duration
+	// MaxRequestRetries is --proxy-max-request-retries (2).
+	MaxRequestRetries int
+	// MaxConnectRetries is --proxy-max-connect-retries (2).
+	MaxConnectRetries int
+	// RetryableStatusCodes is --proxy-retryable-status-codes (429, 503).
+	RetryableStatusCodes []int
+	// RequirePylonRetrySignal is --proxy-require-pylon-retry-signal (true).
+	RequirePylonRetrySignal bool
+	// RetryBudgetHeader is --proxy-retry-budget-header; empty disables it.
+	RetryBudgetHeader string
+	// MaxRoutingWait caps x-max-wait-ms (60 s).
+	MaxRoutingWait time.Duration
+
+	Clock   clock.Clock
+	Log     *slog.Logger
+	Metrics *Metrics
+	// Seed seeds the per-request random sources; 0 picks one at random.
+	Seed uint64
+}
+
+// Defaults returns the reference defaults.
+func Defaults() Config {
+	return Config{
+		MaxReplayBodyBytes:      64 << 20,
+		RequestTimeout:          30 * time.Second,
+		MaxRequestRetries:       2,
+		MaxConnectRetries:       2,
+		RetryableStatusCodes:    []int{http.StatusTooManyRequests, http.StatusServiceUnavailable},
+		RequirePylonRetrySignal: true,
+		RetryBudgetHeader:       headers.StargateMaxWaitMs,
+		MaxRoutingWait:          60 * time.Second,
+	}
+}
+
+// Proxy serves the inference endpoints. Build it with New.
+type Proxy struct {
+	cfg      Config
+	store    Store
+	tunnels  Tunnels
+	resolver Resolver
+	rngs     sync.Pool
+	seq      atomic.Uint64
+}
+
+// New returns a proxy. A nil Clock is the wall clock and a nil Log
+// discards.
+func New(cfg Config, store Store, tunnels Tunnels, resolver Resolver) *Proxy {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	p := &Proxy{cfg: cfg, store: store, tunnels: tunnels, resolver: resolver}
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = rand.Uint64() //nolint:gosec // G404: load balancing needs spread, not secrecy.
+	}
+	p.rngs.New = func() any { return rand.New(rand.NewPCG(seed, p.seq.Add(1))) } //nolint:gosec // G404: as above.
+	return p
+}
+
+// Handler returns the inference routes.
+func (p *Proxy) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost {
+				w.Header().Set("Allow", http.MethodPost)
+				openai.WriteError(w, openai.MethodNotAllowed(r.Method, http.MethodPost))
+				return
+			}
+			p.serve(w, r)
+		})
+	}
+	return mux
+}
+
+// request is one parsed inbound request.
+type request struct {
+	target      routing.Target
+	route       Route
+	rreq        routing.Request
+	body        []byte
+	start       time.Time
+	routeUntil  time.Time // zero: no routing wait
+	budgetUntil time.Time // zero: no budget header (retries limited by counts only)
+	noRetries   bool      // budget header 0
+}
+
+// parse reads the headers in hub.md §3.2's order; every failure is a 400
+// that names the header (the reference sends an empty body; we keep the
+// status and say why).
+func (p *Proxy) parse(r *http.Request) (*request, *openai.Error) {
+	h := r.Header
+	req := &request{start: p.cfg.Clock.Now()}
+	id, ok := headers.GetText(h, headers.RequestID)
+	if !ok {
+		return nil, openai.BadRequest(headers.RequestID, "missing_header", "header %s is required", headers.RequestID)
+	}
+	tok, present, err := headers.GetUint64(h, headers.InputTokens)
+	if !present {
+		return nil, openai.BadRequest(headers.InputTokens, "missing_header", "header %s is required", headers.InputTokens)
+	}
+	if err != nil {
+		return nil, openai.BadRequest(headers.InputTokens, "invalid_header", "%v", err)
+	}
+	model, ok := headers.GetText(h, headers.Model)
+	if !ok {
+		return nil, openai.BadRequest(headers.Model, "missing_header", "header %s is required", headers.Model)
+	}
+	rk, _ := headers.GetText(h, headers.RoutingKey)
+	req.target = routing.Target{RoutingKey: rk, Model: model}
+	requested := ""
+	if vs := h.Values(headers.RoutingMethod); len(vs) > 0 {
+		v, ok := headers.ParseText(vs[0])
+		if !ok {
+			return nil, openai.BadRequest(headers.RoutingMethod, "invalid_routing_method", "header %s must be visible ASCII and not blank", headers.RoutingMethod)
+		}
+		// Step 4 rejects an unknown name before the numeric headers are
+		// read; whether a known one is configured is step 8 (Resolve).
+		if _, ok := NormalizeAlgorithm(v); !ok {
+			p.cfg.Log.Warn("invalid routing algorithm header", "request_id", id, "model", model, "rejection_reason", "unknown")
+			return nil, openai.BadRequest(headers.RoutingMethod, "unknown", "unknown routing algorithm %q", v)
+		}
+		requested = v
+	}
+	prio, _, err := headers.GetUint32(h, headers.Priority)
+	if err != nil {
+		return nil, openai.BadRequest(headers.Priority, "invalid_header", "%v", err)
+	}
+	maxWait, mwPresent, err := headers.GetUint64(h, headers.MaxWaitMs)
+	if err != nil {
+		return nil, openai.BadRequest(headers.MaxWaitMs, "invalid_header", "%v", err)
+	}
+	slo, _, err := headers.GetUint64(h, headers.RequestSLOMs)
+	if err != nil {
+		return nil, openai.BadRequest(headers.RequestSLOMs, "invalid_header", "%v", err)
+	}
+	affinity, _ := headers.GetText(h, headers.CacheAffinityKey)
+	route, oerr := p.resolver.Resolve(req.target, requested)
+	if oerr != nil {
+		p.cfg.Log.Warn("invalid routing algorithm header", "request_id", id, "model", model, "rejection_reason", oerr.Code)
+		return nil, oerr
+	}
+	if route.RequireAffinityKey && affinity == "" {
+		p.cfg.Log.Warn("missing cache affinity key for load-balanced proxy request", "request_id", id, "model", model)
+		return nil, openai.BadRequest(headers.CacheAffinityKey, "missing_header", "header %s is required for model %s", headers.CacheAffinityKey, model)
+	}
+	req.route = route
+	if name := p.cfg.RetryBudgetHeader; name != "" {
+		budget, present, err := headers.GetUint64(h, name)
+		if err != nil {
+			return nil, openai.BadRequest(name, "invalid_header", "%v", err)
+		}
+		if present {
+			// Overflow is a deadline a time.Duration cannot hold (about
+			// 292 years); any shorter budget is valid.
+			if budget > math.MaxInt64/uint64(time.Millisecond) {
+				return nil, openai.BadRequest(name, "invalid_header", "header %s is out of range", name)
+			}
+			req.budgetUntil = req.start.Add(headers.MillisDuration(budget))
+			req.noRetries = budget == 0
+		}
+	}
+	if mwPresent {
+		req.routeUntil = req.start.Add(min(headers.MillisDuration(maxWait), p.cfg.MaxRoutingWait))
+	}
+	req.rreq = routing.Request{
+		ID: id, InputTokens: tok, Priority: prio, AffinityKey: affinity,
+		SLO: headers.MillisDuration(slo), MaxWait: headers.MillisDuration(maxWait),
+		ReceivedAt: req.start,
+	}
+	return req, nil
+}
+
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
+	req, oerr := p.parse(r)
+	if oerr != nil {
+		openai.WriteError(w, oerr)
+		return
+	}
+	if r.ContentLength > p.cfg.MaxReplayBodyBytes {
+		openai.WriteError(w, openai.TooLarge(p.cfg.MaxReplayBodyBytes))
+		return
+	}
+	body, oerr := openai.ReadBody(w, r, p.cfg.MaxReplayBodyBytes)
+	if oerr != nil {
+		openai.WriteError(w, oerr)
+		return
+	}
+	req.body = body
+	p.cfg.Metrics.replayBytes(req.target.Model, len(body))
+	rng := p.rngs.Get().(*rand.Rand)
+	defer p.rngs.Put(rng)
+	p.route(w, r, req, rng)
+}
+
+// loop is the state of one request's routing loop (hub.md §3.3).
+type loop struct {
+	failedBackends  map[string]bool
+	failedClusters  []string
+	connectRetries  int
+	requestRetries  int
+	attempts        int
+	routingRecorded bool
+}
+
+func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng *rand.Rand) {
+	st := &loop{failedBackends: map[string]bool{}}
+	t := req.target
+	loopStart := p.cfg.Clock.Now() // the body is already read: routing time starts here
+	for {
+		snap := p.store.Snapshot(t)
+		candidates, eligible := 0, 0
+		if snap != nil {
+			candidates = len(snap.Clusters)
+			for _, c := range snap.Clusters {
+				if !slices.Contains(st.failedClusters, c.ClusterID) {
+					eligible++
+				}
+			}
+		}
+		req.rreq.Excluded = st.failedClusters
+		var dec routing.Decision
+		ok := false
+		now := p.cfg.Clock.Now()
+		if snap != nil && eligible > 0 {
+			dec, ok = req.route.Picker.Pick(&req.rreq, snap, now, rng)
+		}
+		if !ok {
+			if candidates > 0 && eligible > 0 && !req.routeUntil.IsZero() && now.Before(req.routeUntil) {
+				wait := min(time.Duration(1+rng.IntN(9))*time.Millisecond, req.routeUntil.Sub(now))
+				if !clock.Sleep(p.cfg.Clock, r.Context().Done(), wait) {
+					p.cfg.Metrics.request(t, "", statusClientClosed)
+					return
+				}
+				continue
+			}
+			p.noCandidate(w, req, st, candidates)
+			return
+		}
+		cluster := snap.Clusters[dec.Cluster]
+		if !st.routingRecorded {
+			st.routingRecorded = true
+			p.cfg.Metrics.routingDuration(t, p.cfg.Clock.Since(loopStart))
+		}
+		selection := "primary"
+		if dec.RankDepth > 1 {
+			selection = "fallback"
+		}
+		p.cfg.Metrics.selection(t, req.route.Algorithm, selection)
+		qest, qok := lb.QueueEstimateMs(&cluster.Stats, req.rreq.Priority)
+		next := p.tryCluster(w, r, req, st, cluster.ClusterID, qest, qok)
+		switch next {
+		case nextDone:
+			return
+		case nextCluster:
+			st.failedClusters = append(st.failedClusters, cluster.ClusterID)
+		}
+	}
+}
+
+// noCandidate ends a request the load balancer could not place.
+func (p *Proxy) noCandidate(w http.ResponseWriter, req *request, st *loop, candidates int) {
+	t := req.target
+	failed := len(st.failedBackends) > 0 || len(st.failedClusters) > 0
+	if candidates == 0 && !failed && !p.store.Registered(t) {
+		p.cfg.Log.Warn("no inference server candidates for routing target", "request_id", req.rreq.ID, "model", t.Model, "routing_key", t.RoutingKey)
+		w.Header().Set(headers.StargateErrorCode, headers.ErrorCodeNoEligibleCandidates)
+		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeNotFound,
+			Code: headers.ErrorCodeNoEligibleCandidates, Message: "no eligible candidates"})
+		p.cfg.Metrics.request(t, "", http.StatusNotFound)
+		return
+	}
+	if failed {
+		p.cfg.Metrics.exhausted(t, "no_eligible_backend")
+	}
+	openai.WriteError(w, openai.Unavailable(headers.ErrorCodeOverloaded, fmt.Sprintf("no cluster can serve model %s now", t.Model)))
+	p.cfg.Metrics.request(t, "", http.StatusServiceUnavailable)
+}
+
+type next int
+
+const (
+	nextDone    next = iota // a response was written (or the client left)
+	nextCluster             // exclude this cluster and run the load balancer again
+)
+
+// tryCluster runs attempts on the cluster's backends, sibling after
+// sibling, until one answers or the cluster must be given up.
+func (p *Proxy) tryCluster(w http.ResponseWriter, r *http.Request, req *request, st *loop, clusterID string, qest uint64, qok bool) next {
+	for {
+		b, ok := p.store.NextBackend(req.target, clusterID, func(id string) bool { return st.failedBackends[id] })
+		if !ok {
+			return nextCluster
+		}
+		switch p.attempt(w, r, req, st, clusterID, b, qest, qok) {
+		case attemptDone:
+			return nextDone
+		case attemptSibling:
+			st.failedBackends[b.ID] = true
+		case attemptOtherCluster:
+			st.failedBackends[b.ID] = true
+			return nextCluster
+		}
+	}
+}
+
+type attemptResult int
+
+const (
+	attemptDone attemptResult = iota
+	attemptSibling
+	attemptOtherCluster
+)
+
+// statusClientClosed labels requests whose client left before an answer
+// (nginx's 499).
+const statusClientClosed = 499
+
+// attempt sends the request to one backend (hub.md §3.4).
+func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, req *request, st *loop, clusterID string, b state.Backend, qest uint64, qok bool) attemptResult {
+	t := req.target
+	st.attempts++
+	res := p.store.Reserve(t, clusterID, b.ID, req.rreq.InputTokens, req.rreq.Priority)
+	rt, ok := p.tunnels.RoundTripper(b.ID)
+	var resp *http.Response
+	var err error
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if !ok {
+		err = errors.New("no tunnel to backend " + b.ID)
+	} else {
+		// The host is a placeholder: the tunnel RoundTripper sends every
+		// request to its one pylon, whatever the URL says.
+		out, berr := http.NewRequestWithContext(ctx, http.MethodPost, "http://pylon"+r.URL.RequestURI(), bytes.NewReader(req.body))
+		if berr != nil {
+			openai.WriteError(w, openai.Internal("building upstream request"))
+			return attemptDone
+		}
+		out.Header = forwardHeaders(r.Header)
+		if qok {
+			out.Header.Set(headers.StargateExpectedQueueMs, strconv.FormatUint(qest, 10))
+		}
+		out.ContentLength = int64(len(req.body))
+		var headArrived atomic.Bool
+		timer := p.cfg.Clock.AfterFunc(p.cfg.RequestTimeout, func() {
+			if !headArrived.Load() {
+				cancel()
+			}
+		})
+		p.cfg.Log.Info("proxying request", "request_id", req.rreq.ID, "routing_key", t.RoutingKey, "model_id", t.Model,
+			"input_tokens", req.rreq.InputTokens, "routing_algorithm", req.route.Algorithm, "inference_server_id", b.ID,
+			"attempt", st.attempts, "connect_retries", st.connectRetries, "request_retries", st.requestRetries)
+		resp, err = rt.RoundTrip(out)
+		headArrived.Store(true)
+		timer.Stop()
+	}
+	if err != nil {
+		if r.Context().Err() != nil {
+			p.cfg.Metrics.attempt(t, b.ID, "proxy_"+strconv.Itoa(statusClientClosed))
+			p.cfg.Metrics.request(t, b.ID, statusClientClosed)
+			return attemptDone
+		}
+		p.cfg.Metrics.attempt(t, b.ID, "proxy_502")
+		p.cfg.Log.Warn("tunnel upstream request failed", "request_id", req.rreq.ID, "inference_server_id", b.ID, "err", err)
+		switch {
+		case req.noRetries || (!req.budgetUntil.IsZero() && !p.cfg.Clock.Now().Before(req.budgetUntil)):
+			p.cfg.Metrics.exhausted(t, "retry_budget_exhausted")
+		case st.connectRetries >= p.cfg.MaxConnectRetries:
+			p.cfg.Metrics.exhausted(t, "connect_retries_exhausted")
+		default:
+			st.connectRetries++
+			p.cfg.Metrics.retry(t, "connect_failover")
+			return attemptSibling
+		}
+		openai.WriteError(w, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: "upstream_unreachable",
+			Message: "the serving cluster could not be reached"})
+		p.cfg.Metrics.request(t, b.ID, http.StatusBadGateway)
+		return attemptDone
+	}
+	p.cfg.Metrics.attempt(t, b.ID, "upstream_"+strconv.Itoa(resp.StatusCode))
+	p.cfg.Metrics.proxyDuration(t, b.ID, p.cfg.Clock.Since(req.start))
+
+	reason := strings.TrimSpace(resp.Header.Get(headers.StargateRetryReason))
+	if resp.StatusCode == http.StatusTooManyRequests && isTrue(resp.Header.Get(headers.StargateRetryable)) && reason == headers.ReasonQueueEstimateMismatch {
+		res.Release()
+	}
+	if p.retryable(resp) {
+		if reason == "" {
+			reason = "retryable_upstream_response"
+		}
+		exhausted := ""
+		switch {
+		case req.noRetries || (!req.budgetUntil.IsZero() && !p.cfg.Clock.Now().Before(req.budgetUntil)):
+			exhausted = "retry_budget_exhausted"
+		case st.requestRetries >= p.cfg.MaxRequestRetries:
+			exhausted = reason
+		}
+		if exhausted == "" {
+			st.requestRetries++
+			p.cfg.Metrics.retry(t, reason)
+			_ = resp.Body.Close()
+			if reason == headers.ReasonQueueEstimateMismatch {
+				p.cfg.Log.Warn("retrying request on a sibling backend after local queue mismatch", "request_id", req.rreq.ID, "inference_server_id", b.ID)
+				return attemptSibling
+			}
+			p.cfg.Log.Warn("retrying request after retryable upstream response", "request_id", req.rreq.ID, "inference_server_id", b.ID,
+				"status", resp.StatusCode, "reason", reason)
+			return attemptOtherCluster
+		}
+		p.cfg.Metrics.exhausted(t, exhausted)
+	}
+	if !httpguts.ValidHeaderFieldValue(b.ID) || !httpguts.ValidHeaderFieldValue(b.URL) || !httpguts.ValidHeaderFieldValue(clusterID) {
+		_ = resp.Body.Close()
+		p.cfg.Log.Error("backend identity is not a valid header value", "request_id", req.rreq.ID,
+			"inference_server_id", b.ID, "cluster_id", clusterID)
+		openai.WriteError(w, openai.Internal("the serving backend cannot be named in a response header"))
+		p.cfg.Metrics.request(t, b.ID, http.StatusInternalServerError)
+		return attemptDone
+	}
+	err = p.relay(w, resp, clusterID, b)
+	p.cfg.Metrics.request(t, b.ID, resp.StatusCode)
+	if err != nil && r.Context().Err() == nil {
+		// The upstream stream broke after the head: abort the client's
+		// stream so that it reads as truncated, not complete (hub.md
+		// §3.5), as httputil.ReverseProxy does.
+		p.cfg.Log.Warn("upstream response body failed; aborting the client stream", "request_id", req.rreq.ID,
+			"inference_server_id", b.ID, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	return attemptDone
+}
+
+// retryable applies hub.md §3.4 step 8: a retryable status and the pylon's
+// signal (an explicit false always blocks).
+func (p *Proxy) retryable(resp *http.Response) bool {
+	if !slices.Contains(p.cfg.RetryableStatusCodes, resp.StatusCode) {
+		return false
+	}
+	v := strings.TrimSpace(resp.Header.Get(headers.StargateRetryable))
+	if v == "" {
+		return !p.cfg.RequirePylonRetrySignal
+	}
+	return strings.EqualFold(v, "true")
+}
+
+func isTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
+
+// hopByHop are never forwarded (RFC 9110 §7.6.1).
+var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Te", "Trailer", "Upgrade"}
+
+// forwardHeaders is the request header set sent to the pylon: everything
+// but hop-by-hop headers, Host, the routing method, the hint the hub
+// consumes, and the headers only the hub may set (hub.md §3.2 step 12).
+func forwardHeaders(in http.Header) http.Header {
+	out := in.Clone()
+	for _, k := range hopByHop {
+		out.Del(k)
+	}
+	for _, k := range []string{"Host", headers.RoutingMethod, headers.StargateLastClusterID, headers.StargateRetryable,
+		headers.StargateRetryReason, headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode} {
+		out.Del(k)
+	}
+	return out
+}
+
+// relay writes the upstream answer: status and headers first, then the body
+// flushed chunk by chunk so SSE events are never held back. It returns the
+// error that ended reading the upstream body: nil at its end, and nil when
+// writing to the client failed (the client is gone).
+func (p *Proxy) relay(w http.ResponseWriter, resp *http.Response, clusterID string, b state.Backend) error {
+	defer func() { _ = resp.Body.Close() }()
+	h := w.Header()
+	for k, vs := range resp.Header {
+		h[k] = slices.Clone(vs)
+	}
+	for _, k := range hopByHop {
+		h.Del(k)
+	}
+	for _, k := range []string{"Content-Length", headers.StargateRetryable, headers.StargateRetryReason, headers.StargateRetryAfterMs,
+		headers.StargateExpectedQueueMs, headers.StargateErrorCode} {
+		h.Del(k)
+	}
+	h.Set(headers.InferenceServerID, b.ID)
+	if b.URL != "" {
+		h.Set(headers.InferenceServerURL, b.URL)
+	}
+	h.Set(headers.StargateClusterID, clusterID)
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return nil
+			}
+			if rc.Flush() != nil {
+				return nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,47 @@
+package proxy
+
+import (
+	"strings"
+
+	"github.com/stargate-router/stargate/hub/internal/lb"
+	"github.com/stargate-router/stargate/hub/internal/routing"
+	"github.com/stargate-router/stargate/pkg/openai"
+)
+
+// canonical maps every algorithm name and alias of hub.md §2.3 (after
+// trimming, lower-casing and turning _ into -) to its canonical name.
+var canonical = map[string]string{
+	"power-of-n": "power-of-n", "power-of-two": "power-of-n", "powerof2": "power-of-n", "powerofn": "power-of-n",
+	"wait-and-widen": "wait-and-widen", "groq-multiregion": "wait-and-widen",
+	"round-robin": "round-robin", "random": "random", "pulsar": "pulsar",
+	"pulsar-wait-and-widen": "pulsar-wait-and-widen", "pulsar-multiregion": "pulsar-wait-and-widen",
+}
+
+// NormalizeAlgorithm returns the canonical algorithm named by an
+// x-routing-method value, or false.
+func NormalizeAlgorithm(v string) (string, bool) {
+	name, ok := canonical[strings.ReplaceAll(strings.ToLower(strings.TrimSpace(v)), "_", "-")]
+	return name, ok
+}
+
+// PowerOfNResolver routes every model with one power-of-n picker: the
+// hub's behaviour before lb-config.json support. A request may name
+// power-of-n (or an alias); any other known algorithm is unavailable and
+// unknown names are invalid, both 400.
+type PowerOfNResolver struct {
+	Picker lb.Picker
+}
+
+// Resolve implements Resolver.
+func (r PowerOfNResolver) Resolve(_ routing.Target, requested string) (Route, *openai.Error) {
+	if requested != "" {
+		name, ok := NormalizeAlgorithm(requested)
+		if !ok {
+			return Route{}, openai.BadRequest("x-routing-method", "unknown", "unknown routing algorithm %q", requested)
+		}
+		if name != "power-of-n" {
+			return Route{}, openai.BadRequest("x-routing-method", "unavailable", "routing algorithm %q is not configured on this hub", name)
+		}
+	}
+	return Route{Algorithm: "power-of-n", Picker: r.Picker}, nil
+}

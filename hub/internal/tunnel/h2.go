@@ -1,0 +1,69 @@
+package tunnel
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// This file is the only place that touches golang.org/x/net/http2, which
+// v0.62 marks deprecated in favour of net/http's own HTTP/2. The design
+// (tooling.md §9) is the classic x/net ClientConn over a connection the hub
+// already holds, which is what was measured; on Go 1.27 x/net maps these
+// same types onto net/http. Keeping them behind clientConn makes a later
+// switch to http.Transport.NewClientConn a one-file change.
+
+// clientConn is what a session needs from its HTTP/2 client connection.
+type clientConn interface {
+	http.RoundTripper
+	// Close closes the connection at once, failing in-flight streams.
+	Close() error
+	// Shutdown sends GOAWAY and waits for in-flight streams or ctx.
+	Shutdown(ctx context.Context) error
+	// StreamsActive is the number of open streams, for /debug/state.
+	StreamsActive() int
+}
+
+// h2Client makes clientConns with the tunnel's settings.
+type h2Client struct {
+	t *http2.Transport //nolint:staticcheck // SA1019: see the file comment
+}
+
+// newH2Client configures the HTTP/2 client side. pingInterval ≤ 0 disables
+// the keepalive PINGs.
+func newH2Client(pingInterval, pingTimeout time.Duration) h2Client {
+	//nolint:staticcheck // SA1019: see the file comment
+	return h2Client{t: &http2.Transport{
+		// A bare ClientConn cannot open a second connection, so without
+		// Strict a request over the pylon's stream limit fails at once
+		// instead of waiting its turn (tooling.md §9, Concurrency).
+		StrictMaxConcurrentStreams: true,
+		// Blackhole detection: without these neither side notices a peer
+		// that vanished without FIN or RST (tooling.md §9).
+		ReadIdleTimeout: max(pingInterval, 0),
+		PingTimeout:     pingTimeout,
+		// The tunnel is transparent: the proxy forwards the client's own
+		// Accept-Encoding, and an added gzip would be undone here, which
+		// also buffers SSE.
+		DisableCompression: true,
+	}}
+}
+
+// newClientConn starts HTTP/2 as the client on conn: it writes the client
+// preface and SETTINGS at once.
+func (c h2Client) newClientConn(conn net.Conn) (clientConn, error) {
+	cc, err := c.t.NewClientConn(conn) //nolint:staticcheck // SA1019: see the file comment
+	if err != nil {
+		return nil, err
+	}
+	return xClientConn{cc}, nil
+}
+
+type xClientConn struct {
+	*http2.ClientConn //nolint:staticcheck // SA1019: see the file comment
+}
+
+func (c xClientConn) StreamsActive() int { return c.State().StreamsActive }

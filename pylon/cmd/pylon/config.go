@@ -1,0 +1,210 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stargate-router/stargate/pkg/cli"
+	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pylon/internal/relay"
+)
+
+// config is every pylon setting; flag names and defaults follow pylon.md §6.
+type config struct {
+	StargateAddress    string
+	UpstreamBaseURL    string
+	ModelNames         string
+	InferenceServerID  string
+	ClusterID          string
+	Listen             string
+	MetricsListen      string
+	MinUpdateInterval  time.Duration
+	AuthToken          string
+	AuthTokenFile      string
+	InitialInputTPS    float64
+	PinInputTPS        bool
+	DoCalibration      bool
+	CalibRequests      int
+	CalibPromptUnits   int
+	CalibConcurrency   int
+	CalibStepTimeout   time.Duration
+	HealthProbeTimeout time.Duration
+	HealthPaths        string
+	HealthWait         time.Duration
+	KVCachePath        string
+	StreamMode         string
+	StreamPath         string
+	Drain              time.Duration
+
+	RetryableCodes                string
+	RequireUpstreamRetryHeader    bool
+	UpstreamRetryHeader           string
+	PropagateRetryAfter           bool
+	LocalConnectFailuresRetryable bool
+	QueueMismatchEnabled          bool
+	QueueMismatchMinDelta         time.Duration
+	QueueMismatchTolerance        float64
+	QueueMismatchRetryAfter       time.Duration
+	UpstreamBackend               string
+	PriorityCeiling               uint64
+
+	models []string
+	codes  []int
+}
+
+func defaultConfig() config {
+	d := relay.Defaults()
+	return config{
+		StargateAddress: "127.0.0.1:50071", InferenceServerID: "pylon",
+		Listen: "127.0.0.1:9088", MetricsListen: "127.0.0.1:9089",
+		MinUpdateInterval: time.Second, CalibRequests: 5, CalibPromptUnits: 4096, CalibConcurrency: 4,
+		CalibStepTimeout: 30 * time.Second, HealthProbeTimeout: 5 * time.Second, HealthWait: 60 * time.Second,
+		StreamMode: "auto", StreamPath: "/pylon/v1/stats/stream", Drain: 30 * time.Second,
+		RetryableCodes: "429,503", RequireUpstreamRetryHeader: true, UpstreamRetryHeader: headers.StargateUpstreamRetryable,
+		PropagateRetryAfter: true, QueueMismatchEnabled: true, QueueMismatchMinDelta: d.QueueMismatchMinDelta,
+		QueueMismatchTolerance: d.QueueMismatchToleranceFactor, UpstreamBackend: "dynamo", PriorityCeiling: 3600,
+	}
+}
+
+func (c *config) register(fs *cli.FlagSet) {
+	d := defaultConfig()
+	fs.String(&c.StargateAddress, "stargate-address", "PYLON_STARGATE_ADDRESS", d.StargateAddress, "hub backend listeners, comma separated host:port; a name resolving to several addresses (headless Service) gets one tunnel per address")
+	fs.String(&c.UpstreamBaseURL, "upstream-http-base-url", "PYLON_UPSTREAM_HTTP_BASE_URL", "", "the engine's base URL (required)")
+	fs.String(&c.ModelNames, "model-name", "PYLON_MODEL_NAME", "", "models served by the engine, comma separated (required; discovery is not implemented)")
+	fs.String(&c.InferenceServerID, "inference-server-id", "PYLON_INFERENCE_SERVER_ID", d.InferenceServerID, "this backend's id, unique among the hub's pylons")
+	fs.String(&c.ClusterID, "cluster-id", "PYLON_CLUSTER_ID", "", "capacity domain shared by pylons of one cluster (default: --inference-server-id)")
+	fs.String(&c.Listen, "listen", "PYLON_LISTEN", d.Listen, "HTTP listen address of /healthz and /readyz")
+	fs.String(&c.MetricsListen, "metrics-listen", "PYLON_METRICS_LISTEN", d.MetricsListen, "Prometheus /metrics listen address")
+	fs.Millis(&c.MinUpdateInterval, "min-update-interval-ms", "PYLON_MIN_UPDATE_INTERVAL_MS", d.MinUpdateInterval, "registration heartbeat period; changes are also sent at once")
+	fs.String(&c.AuthToken, "auth-token", "STARGATE_AUTH_TOKEN", "", "shared registration token (wins over --auth-token-file)")
+	fs.String(&c.AuthTokenFile, "auth-token-file", "STARGATE_AUTH_TOKEN_FILE", "", "file holding the registration token, re-read on every dial")
+	fs.Float64(&c.InitialInputTPS, "initial-input-tps", "PYLON_INITIAL_INPUT_TPS", 0, "seed last_mean_input_tps (counts as 5 samples); finite, > 0")
+	fs.Bool(&c.PinInputTPS, "benchmark-pin-input-tps", "PYLON_BENCHMARK_PIN_INPUT_TPS", false, "publish --initial-input-tps unchanged (benchmarks)")
+	fs.Bool(&c.DoCalibration, "do-calibration", "PYLON_DO_CALIBRATION", false, "measure input TPS with a startup ramp (only for a cluster's sole pylon)")
+	fs.Int(&c.CalibRequests, "calibration-requests", "PYLON_CALIBRATION_REQUESTS", d.CalibRequests, "requests in the first calibration step (doubling)")
+	fs.Int(&c.CalibPromptUnits, "calibration-prompt-units", "PYLON_CALIBRATION_PROMPT_UNITS", d.CalibPromptUnits, "largest calibration prompt (floor 256)")
+	fs.Int(&c.CalibConcurrency, "calibration-max-concurrency", "PYLON_CALIBRATION_MAX_CONCURRENCY", d.CalibConcurrency, "largest calibration concurrency (floor 1)")
+	fs.Millis(&c.CalibStepTimeout, "bringup-calibration-timeout-ms", "PYLON_BRINGUP_CALIBRATION_TIMEOUT_MS", d.CalibStepTimeout, "a calibration step slower than this ends the ramp")
+	fs.Millis(&c.HealthProbeTimeout, "bringup-canary-timeout-ms", "PYLON_BRINGUP_CANARY_TIMEOUT_MS", d.HealthProbeTimeout, "timeout of each startup health probe")
+	fs.String(&c.HealthPaths, "upstream-health-path", "PYLON_UPSTREAM_HEALTH_PATH", "", "engine health paths tried before /health and /v1/health/ready, comma separated")
+	fs.Millis(&c.HealthWait, "upstream-health-wait-ms", "PYLON_UPSTREAM_HEALTH_WAIT_MS", d.HealthWait, "how long startup waits for the engine to be healthy; 0 probes once")
+	fs.String(&c.KVCachePath, "kv-cache-stats-path", "PYLON_KV_CACHE_STATS_PATH", "", "engine KV stats path polled every second (e.g. /kv-cache/stats); empty disables")
+	fs.String(&c.StreamMode, "engine-stats-stream", "PYLON_ENGINE_STATS_STREAM", d.StreamMode, "engine stats stream: auto (fall back on 404/405/501), required or off")
+	fs.String(&c.StreamPath, "engine-stats-stream-path", "PYLON_ENGINE_STATS_STREAM_PATH", d.StreamPath, "engine stats stream path")
+	fs.Duration(&c.Drain, "drain-timeout", "PYLON_DRAIN_TIMEOUT", d.Drain, "on SIGTERM, how long in-flight streams may finish")
+	fs.String(&c.RetryableCodes, "pylon-retryable-upstream-status-codes", "PYLON_RETRYABLE_UPSTREAM_STATUS_CODES", d.RetryableCodes, "engine statuses that may be retried, comma separated; empty disables")
+	fs.Bool(&c.RequireUpstreamRetryHeader, "pylon-require-upstream-retry-header", "PYLON_REQUIRE_UPSTREAM_RETRY_HEADER", d.RequireUpstreamRetryHeader, "retry only when the engine also sent --pylon-upstream-retry-header: true")
+	fs.String(&c.UpstreamRetryHeader, "pylon-upstream-retry-header", "PYLON_UPSTREAM_RETRY_HEADER", d.UpstreamRetryHeader, "engine header that marks a 429/503 retryable")
+	fs.Bool(&c.PropagateRetryAfter, "pylon-propagate-retry-after", "PYLON_PROPAGATE_RETRY_AFTER", d.PropagateRetryAfter, "turn an engine Retry-After into x-stargate-retry-after-ms")
+	fs.Bool(&c.LocalConnectFailuresRetryable, "pylon-local-connect-failures-retryable", "PYLON_LOCAL_CONNECT_FAILURES_RETRYABLE", false, "mark engine connect failures retryable")
+	fs.Bool(&c.QueueMismatchEnabled, "pylon-queue-mismatch-retry-enabled", "PYLON_QUEUE_MISMATCH_RETRY_ENABLED", d.QueueMismatchEnabled, "refuse with 429 queue_estimate_mismatch when the local queue exceeds the hub's estimate")
+	fs.Millis(&c.QueueMismatchMinDelta, "pylon-queue-mismatch-min-delta-ms", "PYLON_QUEUE_MISMATCH_MIN_DELTA_MS", d.QueueMismatchMinDelta, "admission threshold: at least expected + this")
+	fs.Float64(&c.QueueMismatchTolerance, "pylon-queue-mismatch-tolerance-factor", "PYLON_QUEUE_MISMATCH_TOLERANCE_FACTOR", d.QueueMismatchTolerance, "admission threshold: at least ceil(expected x this); finite, > 0")
+	fs.Millis(&c.QueueMismatchRetryAfter, "pylon-queue-mismatch-retry-after-ms", "PYLON_QUEUE_MISMATCH_RETRY_AFTER_MS", 0, "hint sent with a queue-mismatch 429; 0 sends none")
+	fs.String(&c.UpstreamBackend, "pylon-upstream-backend", "PYLON_UPSTREAM_BACKEND", d.UpstreamBackend, "dynamo (set x-dynamo-request-priority) or passthrough")
+	fs.Uint64(&c.PriorityCeiling, "pylon-priority-ceiling", "PYLON_PRIORITY_CEILING", d.PriorityCeiling, "x-dynamo-request-priority = max(0, ceiling - x-priority)")
+}
+
+// validate checks every field and the combinations pylon.md §3 and §6
+// forbid, naming the flags.
+func (c *config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.UpstreamBaseURL == "" {
+		bad("--upstream-http-base-url: required")
+	}
+	c.UpstreamBaseURL = strings.TrimRight(c.UpstreamBaseURL, "/")
+	c.models = nil
+	for _, m := range strings.Split(c.ModelNames, ",") {
+		m = strings.TrimSpace(m)
+		if m != "" && !contains(c.models, m) {
+			c.models = append(c.models, m)
+		}
+	}
+	if len(c.models) == 0 {
+		bad("--model-name: at least one model is required (model discovery is not implemented)")
+	}
+	if strings.TrimSpace(c.StargateAddress) == "" {
+		bad("--stargate-address: required")
+	}
+	if c.InferenceServerID == "" {
+		bad("--inference-server-id: must not be empty")
+	}
+	if c.DoCalibration && c.InitialInputTPS != 0 {
+		bad("--do-calibration and --initial-input-tps: choose one bootstrap source")
+	}
+	if c.InitialInputTPS < 0 || math.IsNaN(c.InitialInputTPS) || math.IsInf(c.InitialInputTPS, 0) {
+		bad("--initial-input-tps: must be finite and > 0")
+	}
+	if c.PinInputTPS && c.InitialInputTPS == 0 {
+		bad("--benchmark-pin-input-tps: requires --initial-input-tps")
+	}
+	if c.DoCalibration && c.CalibRequests <= 0 {
+		bad("--calibration-requests: must be > 0 when calibrating")
+	}
+	if c.MinUpdateInterval <= 0 {
+		bad("--min-update-interval-ms: must be > 0")
+	}
+	if c.AuthToken != "" && c.AuthTokenFile != "" {
+		bad("--auth-token and --auth-token-file: set one, not both")
+	}
+	if c.AuthTokenFile != "" {
+		if _, err := readToken(c.AuthTokenFile); err != nil {
+			bad("--auth-token-file: %v", err)
+		}
+	}
+	c.codes = nil
+	for _, s := range strings.Split(c.RetryableCodes, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 100 || n > 599 {
+			bad("--pylon-retryable-upstream-status-codes: %q is not an HTTP status", s)
+			continue
+		}
+		c.codes = append(c.codes, n)
+	}
+	if c.PriorityCeiling > math.MaxUint32 {
+		bad("--pylon-priority-ceiling: must fit in 32 bits")
+	}
+	return errors.Join(errs...)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// readToken reads a token file, trimmed; an empty file is an error.
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path) //nolint:gosec // G304: the operator names this file.
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return tok, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/stargate-router/stargate/pylon/internal/relay"
+	"github.com/stargate-router/stargate/pylon/internal/stats"
+)
+
+// tracker adapts the stats collector to what the relay and the
+// calibration ramp consume, and holds the set of published models (a
+// model is routable only after its bring-up, pylon.md §1.3).
+type tracker struct {
+	c         *stats.Collector
+	mu        sync.RWMutex
+	published []string
+}
+
+func newTracker(c *stats.Collector) *tracker { return &tracker{c: c} }
+
+func (t *tracker) publish(model string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !slices.Contains(t.published, model) {
+		t.published = append(t.published, model)
+	}
+}
+
+func (t *tracker) publishedModels() []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return slices.Clone(t.published)
+}
+
+// Published implements relay.Tracker.
+func (t *tracker) Published(model string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return slices.Contains(t.published, model)
+}
+
+// Begin implements relay.Tracker and calibrate.Tracker.
+func (t *tracker) Begin(info relay.RequestInfo) relay.Observation {
+	return observation{t.c.Begin(stats.RequestInfo{
+		ID: info.ID, Model: info.Model, Endpoint: info.Endpoint, InputTokens: info.InputTokens,
+		Priority: info.Priority, RoutingKey: info.RoutingKey,
+	})}
+}
+
+// LocalQueueMs implements relay.Tracker.
+func (t *tracker) LocalQueueMs(model string, p uint32, self relay.Observation) (uint64, bool) {
+	var o *stats.Observer
+	if s, ok := self.(observation); ok {
+		o = s.o
+	}
+	return t.c.LocalQueueMs(model, p, o)
+}
+
+// InputTPS implements calibrate.Tracker.
+func (t *tracker) InputTPS(model string) (float64, bool) {
+	st, ok := t.c.Stats(model)
+	if !ok || !(st.LastMeanInputTPS > 0) {
+		return 0, false
+	}
+	return st.LastMeanInputTPS, true
+}
+
+// observation adapts a *stats.Observer to relay.Observation.
+type observation struct{ o *stats.Observer }
+
+func (x observation) Headers(status int)  { x.o.Headers(status) }
+func (x observation) Output(chunk []byte) { x.o.Output(chunk) }
+func (x observation) Complete()           { x.o.Finish(stats.Complete) }
+func (x observation) Fail()               { x.o.Finish(stats.Failed) }
+func (x observation) Cancel()             { x.o.Finish(stats.Cancelled) }
+
+// broadcaster turns the collector's single notification channel into a
+// close-and-replace broadcast, so every hub's registration stream wakes on
+// a change, not just one of them.
+type broadcaster struct {
+	src <-chan struct{}
+	mu  sync.Mutex
+	ch  chan struct{}
+}
+
+func newBroadcaster(src <-chan struct{}) *broadcaster {
+	return &broadcaster{src: src, ch: make(chan struct{})}
+}
+
+func (b *broadcaster) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.src:
+			b.mu.Lock()
+			close(b.ch)
+			b.ch = make(chan struct{})
+			b.mu.Unlock()
+		}
+	}
+}
+
+func (b *broadcaster) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}

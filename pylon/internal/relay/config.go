@@ -1,0 +1,109 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/headers"
+)
+
+// Config is the relay's behaviour; field comments name the pylon flag that
+// sets each one (pylon.md §6).
+type Config struct {
+	// UpstreamBaseURL is --upstream-http-base-url, without a trailing slash.
+	UpstreamBaseURL string
+	// HealthPaths are --upstream-health-path values tried before /health and
+	// /v1/health/ready; the first that answers 2xx is cached.
+	HealthPaths []string
+	// RetryableStatusCodes is --pylon-retryable-upstream-status-codes.
+	RetryableStatusCodes []int
+	// RequireUpstreamRetryHeader is --pylon-require-upstream-retry-header.
+	RequireUpstreamRetryHeader bool
+	// UpstreamRetryHeader is --pylon-upstream-retry-header.
+	UpstreamRetryHeader string
+	// PropagateRetryAfter is --pylon-propagate-retry-after.
+	PropagateRetryAfter bool
+	// LocalConnectFailuresRetryable is --pylon-local-connect-failures-retryable.
+	LocalConnectFailuresRetryable bool
+	// QueueMismatchEnabled is --pylon-queue-mismatch-retry-enabled.
+	QueueMismatchEnabled bool
+	// QueueMismatchMinDelta is --pylon-queue-mismatch-min-delta-ms.
+	QueueMismatchMinDelta time.Duration
+	// QueueMismatchToleranceFactor is --pylon-queue-mismatch-tolerance-factor.
+	QueueMismatchToleranceFactor float64
+	// QueueMismatchRetryAfter is --pylon-queue-mismatch-retry-after-ms; 0
+	// sends no hint.
+	QueueMismatchRetryAfter time.Duration
+	// UpstreamBackend is --pylon-upstream-backend: dynamo or passthrough.
+	UpstreamBackend string
+	// PriorityCeiling is --pylon-priority-ceiling.
+	PriorityCeiling uint32
+	// InferenceServerID labels metrics.
+	InferenceServerID string
+
+	// FirstOutputTimeout and InterEventTimeout bound an SSE response
+	// (30 s each in the reference; no flag).
+	FirstOutputTimeout time.Duration
+	InterEventTimeout  time.Duration
+	// MaxBodyBytes bounds a request body (64 MiB in the reference).
+	MaxBodyBytes int64
+	// MaxEventBytes bounds one unfinished SSE event (1 MiB).
+	MaxEventBytes int
+
+	Client *http.Client
+	Clock  clock.Clock
+	Log    *slog.Logger
+}
+
+// Defaults returns the reference defaults.
+func Defaults() Config {
+	return Config{
+		RetryableStatusCodes:         []int{http.StatusTooManyRequests, http.StatusServiceUnavailable},
+		RequireUpstreamRetryHeader:   true,
+		UpstreamRetryHeader:          headers.StargateUpstreamRetryable,
+		PropagateRetryAfter:          true,
+		QueueMismatchEnabled:         true,
+		QueueMismatchMinDelta:        25 * time.Millisecond,
+		QueueMismatchToleranceFactor: 1.25,
+		UpstreamBackend:              "dynamo",
+		PriorityCeiling:              3600,
+		FirstOutputTimeout:           30 * time.Second,
+		InterEventTimeout:            30 * time.Second,
+		MaxBodyBytes:                 64 << 20,
+		MaxEventBytes:                1 << 20,
+	}
+}
+
+// Validate names the flag of every bad field.
+func (c *Config) Validate() error {
+	var errs []error
+	if !strings.HasPrefix(c.UpstreamBaseURL, "http://") && !strings.HasPrefix(c.UpstreamBaseURL, "https://") {
+		errs = append(errs, fmt.Errorf("--upstream-http-base-url %q: must be an http:// or https:// URL", c.UpstreamBaseURL))
+	}
+	for _, s := range c.RetryableStatusCodes {
+		if s < 100 || s > 599 {
+			errs = append(errs, fmt.Errorf("--pylon-retryable-upstream-status-codes: %d is not an HTTP status", s))
+		}
+	}
+	if c.UpstreamRetryHeader == "" {
+		errs = append(errs, errors.New("--pylon-upstream-retry-header: must not be empty"))
+	}
+	if f := c.QueueMismatchToleranceFactor; !(f > 0) || math.IsInf(f, 0) {
+		errs = append(errs, fmt.Errorf("--pylon-queue-mismatch-tolerance-factor %v: must be finite and > 0", f))
+	}
+	if c.QueueMismatchMinDelta < 0 {
+		errs = append(errs, errors.New("--pylon-queue-mismatch-min-delta-ms: must not be negative"))
+	}
+	switch strings.ToLower(c.UpstreamBackend) {
+	case "dynamo", "passthrough":
+	default:
+		errs = append(errs, fmt.Errorf("--pylon-upstream-backend %q: want dynamo or passthrough", c.UpstreamBackend))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,110 @@
+package relay
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the relay's series of pylon.md §8.1 ("requests" and "retry,
+// admission" groups). A nil *Metrics records nothing.
+type Metrics struct {
+	requests         *prometheus.CounterVec
+	toHeaders        *prometheus.HistogramVec
+	toFirstOutput    *prometheus.HistogramVec
+	duration         *prometheus.HistogramVec
+	inputTokens      *prometheus.CounterVec
+	inputTokensHist  *prometheus.HistogramVec
+	retryableResp    *prometheus.CounterVec
+	nonretryableResp *prometheus.CounterVec
+	admissionResults *prometheus.CounterVec
+	admissionExpMs   prometheus.Histogram
+	admissionActMs   prometheus.Histogram
+}
+
+var (
+	latencyBuckets  = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+	durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	tokenBuckets    = []float64{1, 10, 100, 1000, 4000, 16000, 32000, 64000, 128000, 256000, 500000}
+	queueMsBuckets  = []float64{0, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000}
+)
+
+// NewMetrics registers the relay's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	lk := []string{"model", "routing_key"}
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pylon_requests_total",
+			Help: "Requests served over the tunnel, by final state (complete, failed, cancelled)."}, []string{"model", "routing_key", "status"}),
+		toHeaders: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pylon_request_time_to_response_headers_seconds",
+			Help: "Acceptance to upstream response headers.", Buckets: latencyBuckets}, lk),
+		toFirstOutput: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pylon_request_time_to_first_output_seconds",
+			Help: "Acceptance to the first output event (the chat role chunk counts).", Buckets: latencyBuckets}, lk),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pylon_request_duration_seconds",
+			Help: "Acceptance to the end of the response, by final state.", Buckets: durationBuckets}, []string{"model", "routing_key", "status"}),
+		inputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pylon_request_input_tokens_total",
+			Help: "x-input-tokens of requests accepted."}, lk),
+		inputTokensHist: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "pylon_request_input_tokens",
+			Help: "x-input-tokens per request.", Buckets: tokenBuckets}, lk),
+		retryableResp: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pylon_retryable_responses_total",
+			Help: "Responses marked retryable for the hub, by reason and status."}, []string{"inference_server_id", "reason", "status"}),
+		nonretryableResp: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pylon_nonretryable_failures_total",
+			Help: "Failures the hub must not retry, by reason."}, []string{"inference_server_id", "reason"}),
+		admissionResults: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pylon_queue_admission_decisions_total",
+			Help: "Queue admission decisions (accepted, rejected, missing_estimate, unknown_local_estimate, disabled)."}, []string{"inference_server_id", "model_id", "result"}),
+		admissionExpMs: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pylon_queue_admission_expected_ms",
+			Help: "The hub's x-stargate-expected-queue-ms on checked requests.", Buckets: queueMsBuckets}),
+		admissionActMs: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pylon_queue_admission_actual_ms",
+			Help: "The local queue estimate on checked requests.", Buckets: queueMsBuckets}),
+	}
+	reg.MustRegister(m.requests, m.toHeaders, m.toFirstOutput, m.duration, m.inputTokens, m.inputTokensHist,
+		m.retryableResp, m.nonretryableResp, m.admissionResults, m.admissionExpMs, m.admissionActMs)
+	return m
+}
+
+func (m *Metrics) finished(info RequestInfo, status string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(info.Model, info.RoutingKey, status).Inc()
+	m.duration.WithLabelValues(info.Model, info.RoutingKey, status).Observe(d.Seconds())
+	m.inputTokens.WithLabelValues(info.Model, info.RoutingKey).Add(float64(info.InputTokens))
+	m.inputTokensHist.WithLabelValues(info.Model, info.RoutingKey).Observe(float64(info.InputTokens))
+}
+
+func (m *Metrics) headers(info RequestInfo, d time.Duration) {
+	if m != nil {
+		m.toHeaders.WithLabelValues(info.Model, info.RoutingKey).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) firstOutput(info RequestInfo, d time.Duration) {
+	if m != nil {
+		m.toFirstOutput.WithLabelValues(info.Model, info.RoutingKey).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) admission(isid, model, result string) {
+	if m != nil {
+		m.admissionResults.WithLabelValues(isid, model, result).Inc()
+	}
+}
+
+func (m *Metrics) admissionMs(expected, actual float64) {
+	if m != nil {
+		m.admissionExpMs.Observe(expected)
+		m.admissionActMs.Observe(actual)
+	}
+}
+
+func (m *Metrics) retryable(isid, reason string, status int) {
+	if m != nil {
+		m.retryableResp.WithLabelValues(isid, reason, strconv.Itoa(status)).Inc()
+	}
+}
+
+func (m *Metrics) nonretryable(isid, reason string) {
+	if m != nil {
+		m.nonretryableResp.WithLabelValues(isid, reason).Inc()
+	}
+}

@@ -1,0 +1,710 @@
+package relay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/mockengine"
+	"github.com/stargate-router/stargate/pylon/internal/stats"
+)
+
+// commanded is a scripted SSE engine: it sends the 200 head at once, then
+// writes each string it is given on its channel, flushed, and returns when
+// the channel closes or its client leaves. cancelled is closed when the
+// engine saw its request context end.
+type commanded struct {
+	*scripted
+	cmds      chan string
+	cancelled chan struct{}
+}
+
+func newCommanded(t *testing.T) *commanded {
+	t.Helper()
+	c := &commanded{cmds: make(chan string), cancelled: make(chan struct{})}
+	c.scripted = newScripted(t, func(w http.ResponseWriter, r *http.Request, _ recorded) {
+		rc := sseStart(w, http.StatusOK)
+		for {
+			select {
+			case raw, ok := <-c.cmds:
+				if !ok {
+					return
+				}
+				if raw == "!abort" {
+					panic(http.ErrAbortHandler)
+				}
+				sseSend(w, rc, raw)
+			case <-r.Context().Done():
+				close(c.cancelled)
+				return
+			}
+		}
+	})
+	return c
+}
+
+func (c *commanded) send(t *testing.T, raw string) {
+	t.Helper()
+	select {
+	case c.cmds <- raw:
+	case <-time.After(hangGuard):
+		t.Fatal("the engine is not streaming")
+	}
+}
+
+func (c *commanded) waitCancelled(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.cancelled:
+	case <-time.After(hangGuard):
+		t.Fatal("the engine request was not cancelled")
+	}
+}
+
+func (h *harness) onlyObserver() *stats.Observer {
+	h.t.Helper()
+	obs := h.tr.begun()
+	if len(obs) != 1 {
+		h.t.Fatalf("%d observers, want 1", len(obs))
+	}
+	return obs[0]
+}
+
+func TestStreamedChatThroughMockEngine(t *testing.T) {
+	m := newMockEngine(t, nil)
+	h := newHarness(t, m.srv.URL, options{})
+	// Long enough for whole KV blocks, so the second turn hits the cache.
+	prompt := strings.Repeat("the quick brown fox jumps over the lazy dog ", 8)
+	body := `{"model":"test-model","messages":[{"role":"user","content":"` + prompt + `"}],"stream":true}`
+
+	for turn, wantHit := range []string{"false", "true"} {
+		id := "stream-" + strconv.Itoa(turn)
+		resp := h.request(context.Background(), http.MethodPost, "/v1/chat/completions", validHeaders(id), body)
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			t.Fatalf("turn %d: %d %q", turn, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		if got := resp.Header.Get(headers.KVCacheHit); got != wantHit {
+			t.Errorf("turn %d: %s = %q, want %s", turn, headers.KVCacheHit, got, wantHit)
+		}
+		for _, k := range []string{headers.KVCacheHitTokens, headers.KVCacheReusedInputTokens, headers.KVCacheUncachedInputTokens,
+			headers.KVCacheEvictedEntries, headers.KVCacheEvictedTokens} {
+			if _, err := strconv.ParseUint(resp.Header.Get(k), 10, 64); err != nil {
+				t.Errorf("turn %d: %s = %q", turn, k, resp.Header.Get(k))
+			}
+		}
+		if wantHit == "true" && resp.Header.Get(headers.KVCacheHitTokens) == "0" {
+			t.Errorf("turn %d: cache hit with 0 hit tokens", turn)
+		}
+		if got := resp.Header.Get(headers.RequestID); got != id {
+			t.Errorf("turn %d: x-request-id = %q", turn, got)
+		}
+
+		er := readEvents(resp.Body)
+		var content []string
+		var events []string
+		for {
+			ev := er.next(t)
+			events = append(events, ev)
+			if !strings.HasPrefix(ev, "data: ") || !strings.HasSuffix(ev, "\n\n") || strings.Count(ev, "\n\n") != 1 {
+				t.Fatalf("turn %d: malformed event %q", turn, ev)
+			}
+			payload := strings.TrimSuffix(strings.TrimPrefix(ev, "data: "), "\n\n")
+			if payload == "[DONE]" {
+				break
+			}
+			var chunk struct {
+				Choices []struct {
+					Delta struct {
+						Role    string `json:"role"`
+						Content string `json:"content"`
+					} `json:"delta"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal([]byte(payload), &chunk); err != nil || len(chunk.Choices) != 1 {
+				t.Fatalf("turn %d: chunk %q: %v", turn, payload, err)
+			}
+			if len(events) == 1 && chunk.Choices[0].Delta.Role != "assistant" {
+				t.Errorf("turn %d: first event is not the role chunk: %q", turn, payload)
+			}
+			if c := chunk.Choices[0].Delta.Content; c != "" {
+				content = append(content, c)
+			}
+		}
+		if err := er.end(t); !errors.Is(err, io.EOF) {
+			t.Fatalf("turn %d: stream ended with %v, want a clean end", turn, err)
+		}
+		_ = resp.Body.Close()
+		// Role chunk, 4 tokens, the finish chunk, [DONE].
+		if len(events) != 7 || len(content) != 4 {
+			t.Errorf("turn %d: %d events, %d content chunks; want 7 and 4: %q", turn, len(events), len(content), events)
+		}
+		h.waitServed(1)
+	}
+
+	for i, o := range h.tr.begun() {
+		if o.State() != stats.Complete {
+			t.Errorf("request %d: observer %v, want complete", i, o.State())
+		}
+	}
+	st, _ := h.coll.Stats(testModel)
+	if st.NumRunningQueries != 0 || st.QueueSize != 0 || st.OutputGenerationQueries != 0 {
+		t.Errorf("collector still holds the requests: %+v", st)
+	}
+	if got := h.metric("pylon_requests_total", "model=test-model,routing_key=,status=complete"); got != 2 {
+		t.Errorf("requests_total{complete} = %v, want 2", got)
+	}
+	if got := h.metric("pylon_request_time_to_first_output_seconds", "model=test-model,routing_key="); got != 2 {
+		t.Errorf("first-output samples = %v, want 2", got)
+	}
+	if got := h.metric("pylon_queue_admission_decisions_total", "inference_server_id=pylon-test,model_id=test-model,result=missing_estimate"); got != 2 {
+		t.Errorf("decisions{missing_estimate} = %v, want 2", got)
+	}
+}
+
+func TestSSEEventsRelayedOneAtATime(t *testing.T) {
+	up := newCommanded(t)
+	h := newHarness(t, up.srv.URL, options{})
+	resp := h.request(context.Background(), http.MethodPost, "/v1/chat/completions", validHeaders("r"), chatBody)
+	defer func() { _ = resp.Body.Close() }()
+	er := readEvents(resp.Body)
+	// Each event is sent only after the previous one reached the client,
+	// so the relay must flush every event as it completes.
+	events := []string{
+		": keep-alive comment\n\n",
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
+		"event: message\r\ndata: {\"choices\":[{\"delta\":{\"content\":\"a b\"}}]}\r\n\r\n",
+		"id: 7\ndata: first line\ndata: second line\n\n",
+		"data: not json at all\n\n",
+	}
+	for _, ev := range events {
+		up.send(t, ev)
+		if got := er.next(t); got != ev {
+			t.Fatalf("client got %q, want %q", got, ev)
+		}
+	}
+	// An event written in pieces reaches the client whole.
+	up.send(t, "data: {\"choices\":[{\"delta\":")
+	up.send(t, "{\"content\":\"c\"}}]}\n")
+	up.send(t, "\n")
+	if got := er.next(t); got != "data: {\"choices\":[{\"delta\":{\"content\":\"c\"}}]}\n\n" {
+		t.Fatalf("client got %q", got)
+	}
+	up.send(t, "data: [DONE]\n\n")
+	if got := er.next(t); got != "data: [DONE]\n\n" {
+		t.Fatalf("client got %q", got)
+	}
+	close(up.cmds)
+	if err := er.end(t); !errors.Is(err, io.EOF) {
+		t.Fatalf("stream ended with %v", err)
+	}
+	h.waitServed(1)
+	if s := h.onlyObserver().State(); s != stats.Complete {
+		t.Fatalf("observer %v, want complete", s)
+	}
+}
+
+func TestSSEFirstOutputTimeout(t *testing.T) {
+	up := newCommanded(t)
+	h := newHarness(t, up.srv.URL, options{relay: func(c *Config) {
+		c.FirstOutputTimeout = 5 * time.Second
+		c.InterEventTimeout = time.Second
+	}})
+	resp := h.request(context.Background(), http.MethodPost, "/v1/chat/completions", validHeaders("r"), chatBody)
+	defer func() { _ = resp.Body.Close() }()
+	er := readEvents(resp.Body)
+	h.clk.WaitForTimers(1)
+
+	// Events that are not output do not count as the first output.
+	for _, ev := range []string{": ping\n\n", "data:\n\n", "event: response.created\ndata: {\"type\":\"response.created\"}\n\n"} {
+		up.send(t, ev)
+		if got := er.next(t); got != ev {
+			t.Fatalf("client got %q, want %q", got, ev)
+		}
+	}
+	h.clk.Advance(5*time.Second - time.Nanosecond)
+	if n := h.clk.Timers(); n != 1 {
+		t.Fatalf("the first-output timeout fired early (%d timers armed)", n)
+	}
+	h.clk.Advance(time.Nanosecond)
+
+	up.waitCancelled(t)
+	if err := er.end(t); errors.Is(err, io.EOF) {
+		t.Fatal("a timed-out stream ended cleanly; want it aborted")
+	}
+	h.waitServed(1)
+	if s := h.onlyObserver().State(); s != stats.Failed {
+		t.Fatalf("observer %v, want failed", s)
+	}
+	if got := h.metric("pylon_requests_total", "model=test-model,routing_key=,status=failed"); got != 1 {
+		t.Errorf("requests_total{failed} = %v", got)
+	}
+	if st, _ := h.coll.Stats(testModel); st.NumRunningQueries != 0 {
+		t.Errorf("num_running_queries = %d", st.NumRunningQueries)
+	}
+}
+
+func TestSSEInterEventTimeout(t *testing.T) {
+	up := newCommanded(t)
+	h := newHarness(t, up.srv.URL, options{relay: func(c *Config) {
+		c.FirstOutputTimeout = 5 * time.Second
+		c.InterEventTimeout = 2 * time.Second
+	}})
+	resp := h.request(context.Background(), http.MethodPost, "/v1/chat/completions", validHeaders("r"), chatBody)
+	defer func() { _ = resp.Body.Close() }()
+	er := readEvents(resp.Body)
+	h.clk.WaitForTimers(1)
+	h.clk.Advance(4 * time.Second) // most of the first-output budget
+
+	rearmed := h.clk.Changed()
+	out := "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n"
+	up.send(t, out)
+	if got := er.next(t); got != out {
+		t.Fatalf("client got %q", got)
+	}
+	select {
+	case <-rearmed: // the output re-armed the watchdog for the gap
+	case <-time.After(hangGuard):
+		t.Fatal("output did not re-arm the watchdog")
+	}
+	// The old first-output deadline (1 s away) no longer applies.
+	h.clk.Advance(2*time.Second - time.Nanosecond)
+	if n := h.clk.Timers(); n != 1 {
+		t.Fatalf("the inter-event timeout fired early (%d timers armed)", n)
+	}
+	up.send(t, ": ping\n\n") // not output: does not re-arm
+	if got := er.next(t); got != ": ping\n\n" {
+		t.Fatalf("client got %q", got)
+	}
+	h.clk.Advance(time.Nanosecond)
+
+	up.waitCancelled(t)
+	if err := er.end(t); errors.Is(err, io.EOF) {
+		t.Fatal("a timed-out stream ended cleanly; want it aborted")
+	}
+	h.waitServed(1)
+	if s := h.onlyObserver().State(); s != stats.Failed {
+		t.Fatalf("observer %v, want failed", s)
+	}
+}
+
+func TestSSEEventTooLarge(t *testing.T) {
+	up := newCommanded(t)
+	h := newHarness(t, up.srv.URL, options{relay: func(c *Config) { c.MaxEventBytes = 1024 }})
+	resp := h.request(context.Background(), http.MethodPost, "/v1/chat/completions", validHeaders("r"), chatBody)
+	defer func() { _ = resp.Body.Close() }()
+	er := readEvents(resp.Body)
+
+	fits := "data: " + strings.Repeat("a", 1014) + "\n\n" // 1022 bytes
+	up.send(t, fits)
+	if got := er.next(t); got != fits {
+		t.Fatalf("an event within the limit was not relayed")
+	}
+	up.send(t, "data: "+strings.Repeat("b", 2000)) // unfinished, over the limit
+	up.waitCancelled(t)
+	if err := er.end(t); errors.Is(err, io.EOF) {
+		t.Fatal("an oversized event ended the stream cleanly; want it aborted")
+	}
+	h.waitServed(1)
+	if s := h.onlyObserver().State(); s != stats.Failed {
+		t.Fatalf("observer %v, want failed", s)
+	}
+}
+
+func TestSSEUpstreamBreaks(t *testing.T) {
+	up := newCommanded(t)
+	h := newHarness(t, up.srv.URL, options{})
+	resp := h.request(context.Background(), http.MethodPost, "/v1/chat/completions", validHeaders("r"), chatBody)
+	defer func() { _ = resp.Body.Close() }()
+	er := readEvents(resp.Body)
+	out := "data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n"
+	up.send(t, out)
+	if got := er.next(t); got != out {
+		t.Fatalf("client got %q", got)
+	}
+	up.send(t, "!abort")
+	if err := er.end(t); errors.Is(err, io.EOF) {
+		t.Fatal("a broken upstream stream ended cleanly downstream; want it aborted")
+	}
+	h.waitServed(1)
+	if s := h.onlyObserver().State(); s != stats.Failed {
+		t.Fatalf("observer %v, want failed", s)
+	}
+}
+
+func TestSSEEndsBeforeOutput(t *testing.T) {
+	up := newCommanded(t)
+	h := newHarness(t, up.srv.URL, options{})
+	resp := h.request(context.Background(), http.MethodPost, "/v1/chat/completions", validHeaders("r"), chatBody)
+	defer func() { _ = resp.Body.Close() }()
+	er := readEvents(resp.Body)
+	up.send(t, "data: [DONE]\n\n")
+	er.next(t)
+	close(up.cmds)
+	// The engine ended its stream normally: the client gets it whole, but
+	// the request has no output and fails.
+	if err := er.end(t); !errors.Is(err, io.EOF) {
+		t.Fatalf("stream ended with %v", err)
+	}
+	h.waitServed(1)
+	if s := h.onlyObserver().State(); s != stats.Failed {
+		t.Fatalf("observer %v, want failed", s)
+	}
+}
+
+func TestResponsesStream(t *testing.T) {
+	up := newCommanded(t)
+	h := newHarness(t, up.srv.URL, options{})
+	resp := h.request(context.Background(), http.MethodPost, "/v1/responses", validHeaders("r"), `{"stream":true,"input":"x"}`)
+	defer func() { _ = resp.Body.Close() }()
+	er := readEvents(resp.Body)
+	h.clk.WaitForTimers(1)
+	created := "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{}}\n\n"
+	up.send(t, created)
+	er.next(t)
+	h.clk.Advance(1500 * time.Millisecond)
+	for _, ev := range []string{
+		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi there\"}\n\n",
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"output_tokens\":2}}}\n\n",
+	} {
+		up.send(t, ev)
+		if got := er.next(t); got != ev {
+			t.Fatalf("client got %q", got)
+		}
+	}
+	close(up.cmds) // no [DONE]: the Responses API ends without it
+	if err := er.end(t); !errors.Is(err, io.EOF) {
+		t.Fatalf("stream ended with %v", err)
+	}
+	h.waitServed(1)
+	if s := h.onlyObserver().State(); s != stats.Complete {
+		t.Fatalf("observer %v, want complete", s)
+	}
+	// response.created is not the first output: it came 1.5 s later.
+	if got := histogramSum(t, h.reg, "pylon_request_time_to_first_output_seconds"); got != 1.5 {
+		t.Errorf("time to first output = %v s, want 1.5", got)
+	}
+}
+
+// TestOtherEndpointStreamsThrough: an SSE answer on a path the relay does
+// not parse (legacy completions) is still copied through as it arrives,
+// not buffered to the end.
+func TestOtherEndpointStreamsThrough(t *testing.T) {
+	up := newCommanded(t)
+	h := newHarness(t, up.srv.URL, options{})
+	resp := h.request(context.Background(), http.MethodPost, "/v1/completions", validHeaders("r"), `{"prompt":"x","stream":true}`)
+	defer func() { _ = resp.Body.Close() }()
+	er := readEvents(resp.Body)
+	for _, ev := range []string{"data: {\"choices\":[{\"text\":\"a\"}]}\n\n", "data: [DONE]\n\n"} {
+		up.send(t, ev)
+		if got := er.next(t); got != ev {
+			t.Fatalf("client got %q", got)
+		}
+	}
+	close(up.cmds)
+	if err := er.end(t); !errors.Is(err, io.EOF) {
+		t.Fatalf("stream ended with %v", err)
+	}
+	h.waitServed(1)
+	if s := h.onlyObserver().State(); s != stats.Complete {
+		t.Fatalf("observer %v, want complete", s)
+	}
+}
+
+func TestNonSSEBodies(t *testing.T) {
+	const embedding = `{"data":[{"embedding":[1]}]}`
+	up := newScripted(t, func(w http.ResponseWriter, r *http.Request, _ recorded) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/bad" {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+		_, _ = io.WriteString(w, embedding)
+	})
+	h := newHarness(t, up.srv.URL, options{})
+	resp, b := h.post("/v1/embeddings", validHeaders("e"), `{"input":"x"}`)
+	if resp.StatusCode != http.StatusOK || string(b) != embedding {
+		t.Fatalf("embeddings = %d %q", resp.StatusCode, b)
+	}
+	h.waitServed(1)
+	resp, b = h.post("/v1/bad", validHeaders("b"), `{}`)
+	if resp.StatusCode != http.StatusBadRequest || string(b) != embedding {
+		t.Fatalf("bad = %d %q", resp.StatusCode, b)
+	}
+	h.waitServed(1)
+	obs := h.tr.begun()
+	if obs[0].State() != stats.Complete || obs[1].State() != stats.Failed {
+		t.Fatalf("observers %v/%v, want complete/failed", obs[0].State(), obs[1].State())
+	}
+}
+
+// TestClientCancelMidStream: the hub going away cancels the engine
+// request, so the mock engine's running slot frees at once.
+func TestClientCancelMidStream(t *testing.T) {
+	m := newMockEngine(t, func(c *mockengine.Config) {
+		c.TimeScale = 1
+		c.TokenDelay = 5 * time.Millisecond
+	})
+	h := newHarness(t, m.srv.URL, options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hd := validHeaders("long")
+	hd.Set(headers.OutputTokens, "100000") // minutes of decode
+	resp := h.request(ctx, http.MethodPost, "/v1/chat/completions", hd, chatBody)
+	er := readEvents(resp.Body)
+	er.next(t) // role chunk
+	er.next(t) // first token
+	if got := m.metric(t, "vllm:num_requests_running", ""); got != 1 {
+		t.Fatalf("engine running = %v, want 1", got)
+	}
+	if st, _ := h.coll.Stats(testModel); st.OutputGenerationQueries != 1 {
+		t.Fatalf("collector: %+v", st)
+	}
+	cancel()
+	_ = resp.Body.Close()
+
+	m.waitDone(t, "/v1/chat/completions")
+	h.waitServed(1)
+	if got := m.metric(t, "vllm:num_requests_running", ""); got != 0 {
+		t.Errorf("engine running = %v after the client left, want 0", got)
+	}
+	if got := m.metric(t, "vllm:request_success_total", "finished_reason=abort"); got != 1 {
+		t.Errorf("engine aborts = %v, want 1", got)
+	}
+	if s := h.onlyObserver().State(); s != stats.Cancelled {
+		t.Errorf("observer %v, want cancelled", s)
+	}
+	if got := h.metric("pylon_requests_total", "model=test-model,routing_key=,status=cancelled"); got != 1 {
+		t.Errorf("requests_total{cancelled} = %v", got)
+	}
+	if st, _ := h.coll.Stats(testModel); st.NumRunningQueries != 0 {
+		t.Errorf("num_running_queries = %d", st.NumRunningQueries)
+	}
+}
+
+// --- splitter and classifier ---
+
+func TestClassify(t *testing.T) {
+	cases := []struct {
+		ev   string
+		want eventKind
+	}{
+		{"data: [DONE]", eventDone},
+		{"data:[DONE]", eventDone},
+		{"data:  [DONE] ", eventDone},
+		{"data: {\"choices\":[]}", eventOutput},
+		{"data: plain text", eventOutput},
+		{"data:", eventOther},
+		{"data: ", eventOther},
+		{": comment", eventOther},
+		{"event: ping", eventOther},
+		{"event: response.created\ndata: {\"type\":\"response.created\"}", eventOther},
+		{"event: response.created\r\ndata: {}", eventOther},
+		{"data: {\"type\":\"response.created\",\"response\":{}}", eventOther},
+		{"data: {\"type\":\"response.in_progress\"}", eventOutput},
+		{"event: response.output_text.delta\ndata: {\"delta\":\"x\"}", eventOutput},
+	}
+	for _, tc := range cases {
+		if got := classify([]byte(tc.ev)); got != tc.want {
+			t.Errorf("classify(%q) = %v, want %v", tc.ev, got, tc.want)
+		}
+	}
+}
+
+func TestDataOf(t *testing.T) {
+	cases := []struct{ ev, want string }{
+		{"data: a", "a"},
+		{"data:a", "a"},
+		{"data:  a", " a"},
+		{"data: a\ndata: b", "a\nb"},
+		{"data: a\r\ndata: b\r", "a\nb"},
+		{"id: 1\nevent: x\ndata: {}\n: c", "{}"},
+		{"no data", ""},
+	}
+	for _, tc := range cases {
+		if got := string(dataOf([]byte(tc.ev))); got != tc.want {
+			t.Errorf("dataOf(%q) = %q, want %q", tc.ev, got, tc.want)
+		}
+	}
+}
+
+func TestEventBoundary(t *testing.T) {
+	cases := []struct {
+		in       string
+		end, sep int
+	}{
+		{"", -1, 0},
+		{"data: x\n", -1, 0},
+		{"data: x\n\n", 7, 2},
+		{"data: x\r\n\r\n", 7, 4},
+		{"data: x\r\n\r\ndata: y\n\n", 7, 4},
+		{"data: x\n\ndata: y\r\n\r\n", 7, 2},
+		{"a\r\n\n", 2, 2},
+		{"\n\n", 0, 2},
+	}
+	for _, tc := range cases {
+		end, sep := eventBoundary([]byte(tc.in))
+		if end != tc.end || sep != tc.sep {
+			t.Errorf("eventBoundary(%q) = %d, %d; want %d, %d", tc.in, end, sep, tc.end, tc.sep)
+		}
+	}
+}
+
+var sseSeeds = []string{
+	"",
+	"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n",
+	"event: message\r\ndata: x\r\n\r\ndata: y\n\n",
+	"data: a\ndata: b\n\n: comment\n\ntrailing",
+	"\n\n\n\n\r\n\r\n\r\n",
+	"data: {\"type\":\"response.created\"}\n\nevent: response.created\n\n",
+	"a\r\n\nb\n\r\n\r\nc",
+	"data:[DONE]\r\n\r\n",
+}
+
+// FuzzSSESplit: splitting any byte stream into events the way relaySSE
+// does never panics, consumes everything, and re-joins to the input; each
+// event ends at its first blank line; the classifier agrees with the data
+// it reads.
+func FuzzSSESplit(f *testing.F) {
+	for _, s := range sseSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var joined []byte
+		rest := data
+		for {
+			end, sep := eventBoundary(rest)
+			if end < 0 {
+				if sep != 0 {
+					t.Fatalf("no boundary but separator length %d", sep)
+				}
+				break
+			}
+			if (sep != 2 && sep != 4) || end+sep > len(rest) {
+				t.Fatalf("boundary (%d, %d) in %d bytes", end, sep, len(rest))
+			}
+			ev := rest[:end+sep]
+			if !bytes.HasSuffix(ev, []byte("\n\n")) && !bytes.HasSuffix(ev, []byte("\r\n\r\n")) {
+				t.Fatalf("event %q does not end with a blank line", ev)
+			}
+			if i := bytes.Index(rest, []byte("\n\n")); i >= 0 && i < end {
+				t.Fatalf("event %q holds an earlier LF LF", ev)
+			}
+			if i := bytes.Index(rest, []byte("\r\n\r\n")); i >= 0 && i < end {
+				t.Fatalf("event %q holds an earlier CRLF CRLF", ev)
+			}
+			body := rest[:end]
+			d := dataOf(body)
+			if len(d) > len(body) {
+				t.Fatalf("dataOf grew the event: %q -> %q", body, d)
+			}
+			switch k := classify(body); k {
+			case eventDone:
+				if string(bytes.TrimSpace(d)) != "[DONE]" {
+					t.Fatalf("%q classified done with data %q", body, d)
+				}
+			case eventOutput:
+				if len(bytes.TrimSpace(d)) == 0 {
+					t.Fatalf("%q classified output with empty data", body)
+				}
+			case eventOther:
+			default:
+				t.Fatalf("classify(%q) = %v", body, k)
+			}
+			joined = append(joined, ev...)
+			rest = rest[end+sep:]
+		}
+		classify(rest)
+		dataOf(rest)
+		joined = append(joined, rest...)
+		if !bytes.Equal(joined, data) {
+			t.Fatalf("re-joined events %q != input %q", joined, data)
+		}
+	})
+}
+
+// FuzzRelaySSE: relaySSE, fed any stream in reads of any size, forwards
+// exactly the input and reports exactly the output events' data.
+func FuzzRelaySSE(f *testing.F) {
+	for i, s := range sseSeeds {
+		f.Add([]byte(s), uint8(i+1))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
+		var wantOutputs [][]byte
+		rest := data
+		for {
+			end, sep := eventBoundary(rest)
+			if end < 0 {
+				break
+			}
+			if classify(rest[:end]) == eventOutput {
+				wantOutputs = append(wantOutputs, dataOf(rest[:end]))
+			}
+			rest = rest[end+sep:]
+		}
+
+		clk := clock.NewFake(epoch)
+		rl := &Relay{cfg: Config{Clock: clk, Log: slog.New(slog.DiscardHandler), MaxEventBytes: 1 << 20,
+			FirstOutputTimeout: time.Hour, InterEventTimeout: time.Hour}}
+		rec := httptest.NewRecorder()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		obs := &recordingObs{}
+		outcome, abort := rl.relaySSE(ctx, cancel, rec, http.NewResponseController(rec),
+			&chunkReader{data: data, n: max(int(chunk), 1)}, RequestInfo{}, obs, clk.Now(), true)
+		if !bytes.Equal(rec.Body.Bytes(), data) {
+			t.Fatalf("forwarded %q, want %q", rec.Body.Bytes(), data)
+		}
+		if len(obs.outputs) != len(wantOutputs) {
+			t.Fatalf("%d outputs reported, want %d", len(obs.outputs), len(wantOutputs))
+		}
+		for i := range wantOutputs {
+			if !bytes.Equal(obs.outputs[i], wantOutputs[i]) {
+				t.Fatalf("output %d = %q, want %q", i, obs.outputs[i], wantOutputs[i])
+			}
+		}
+		wantOutcome := "complete"
+		if len(wantOutputs) == 0 {
+			wantOutcome = "failed"
+		}
+		if outcome != wantOutcome || abort {
+			t.Fatalf("outcome %q abort %v, want %q without abort", outcome, abort, wantOutcome)
+		}
+		if clk.Timers() != 0 {
+			t.Fatalf("watchdog left armed")
+		}
+	})
+}
+
+type chunkReader struct {
+	data []byte
+	n    int
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), c.n)], c.data)
+	c.data = c.data[k:]
+	return k, nil
+}
+
+type recordingObs struct{ outputs [][]byte }
+
+func (r *recordingObs) Headers(int) {}
+func (r *recordingObs) Output(chunk []byte) {
+	r.outputs = append(r.outputs, bytes.Clone(chunk))
+}
+func (r *recordingObs) Complete() {}
+func (r *recordingObs) Fail()     {}
+func (r *recordingObs) Cancel()   {}

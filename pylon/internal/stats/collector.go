@@ -1,0 +1,568 @@
+package stats
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/protocol"
+)
+
+// Request-id prefixes of pylon's own traffic (pylon.md §3). Engine events
+// for calibration ids are dropped; canary ids of this process resolve to
+// their generation.
+const (
+	CalibrationPrefix = "calibration-"
+	CanaryPrefix      = "canary-"
+)
+
+// Values of the source label on the engine-stats metrics.
+const (
+	sourceEngine   = "engine_stats_stream"
+	sourceFallback = "openai_fallback"
+)
+
+// ErrRunning is returned by a second concurrent call to Run.
+var ErrRunning = errors.New("stats: collector is already running")
+
+// Collector aggregates every statistics source into one protocol.ModelStats
+// per model generation. Its methods are safe for concurrent use.
+type Collector struct {
+	cfg       Config
+	clk       clock.Clock
+	log       *slog.Logger
+	streamURL string
+	kvURL     string
+	scope     string
+	m         *metrics
+	changed   chan struct{}
+	running   atomic.Bool
+	ids       atomic.Uint64
+
+	mu       sync.Mutex
+	seq      uint64
+	gens     map[string]*generation
+	bySeq    map[uint64]*generation
+	reqs     map[string]*reqTrack
+	fallback bool // OpenAI fallback feeds the throughput stats
+	kvFailed bool // the last KV poll failed (logged once per failure run)
+
+	// Test hooks, set before Run.
+	onBackoff func(reason string, d time.Duration) // after the backoff timer is armed
+	onLine    func()                               // after a stream line is handled
+}
+
+// generation is the state of one (model, sequence) pair (pylon.md §1.3).
+// Everything is guarded by Collector.mu.
+type generation struct {
+	model   string
+	seq     uint64
+	retired bool
+	live    map[*Observer]struct{}
+
+	dist          welford
+	seed          float64 // --initial-input-tps, 0 when not seeded
+	lastMean      float64 // published last_mean_input_tps
+	out           window
+	maxOut        float64
+	authoritative bool      // counter-derived output samples exist
+	lastEvent     time.Time // last stats event; zero after a stale clear
+	observedAt    time.Time // stats_observed_at
+
+	kvCap, kvUsed, kvFree            uint64
+	chunkUsage, engineStream, kvSeen bool
+}
+
+// reqTrack is the aggregator's memory of one request id: who owns it and,
+// once counter updates arrive, its counters. A finalized track is a
+// tombstone that rejects late events until RequestTTL has passed.
+type reqTrack struct {
+	gen       *generation
+	obs       *Observer // the tunnel observer that owns the id; nil for a canary
+	obsDone   bool
+	obsDoneAt time.Time
+
+	counting bool
+	source   string
+	in, out  counterState
+	lastSeen time.Time
+
+	finalized   bool
+	finalizedAt time.Time
+}
+
+func (t *reqTrack) finalize(now time.Time) {
+	t.counting = false
+	t.finalized = true
+	t.finalizedAt = now
+}
+
+// New validates cfg and returns a Collector with no models. Register its
+// models with AddModel and start its background work with Run.
+func New(cfg Config) (*Collector, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	c := &Collector{
+		cfg:       cfg,
+		clk:       cfg.Clock,
+		log:       cfg.Log,
+		streamURL: cfg.UpstreamBaseURL + cfg.StreamPath,
+		scope:     newScope(),
+		changed:   make(chan struct{}, 1),
+		gens:      make(map[string]*generation),
+		bySeq:     make(map[uint64]*generation),
+		reqs:      make(map[string]*reqTrack),
+		fallback:  cfg.StreamMode == ModeOff,
+	}
+	if cfg.KVCachePath != "" {
+		c.kvURL = cfg.UpstreamBaseURL + cfg.KVCachePath
+	}
+	m, err := newMetrics(cfg.Registerer, c)
+	if err != nil {
+		return nil, err
+	}
+	c.m = m
+	return c, nil
+}
+
+// newScope returns a random UUIDv4 naming this process in generated ids.
+func newScope() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// Run consumes the engine stats stream (unless the mode is off), polls KV
+// stats every second when a path is configured and sweeps stale state every
+// second, until ctx is done. In auto mode the stream consumer ends early
+// when it enables the OpenAI fallback; that exit is expected and the rest
+// keeps running. Run returns nil once every goroutine it started has
+// stopped, or ErrRunning if the Collector is already running.
+func (c *Collector) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer c.running.Store(false)
+	var wg sync.WaitGroup
+	if c.cfg.StreamMode != ModeOff {
+		wg.Go(func() { c.runStream(ctx) })
+	}
+	if c.kvURL != "" {
+		wg.Go(func() { c.runKVPoll(ctx) })
+	}
+	wg.Go(func() { c.every(ctx, SweepInterval, func() { c.sweep(c.clk.Now()) }) })
+	wg.Wait()
+	return nil
+}
+
+// every calls f each period until ctx is done; the next period starts when
+// f returns, so a slow f never queues calls.
+func (c *Collector) every(ctx context.Context, period time.Duration, f func()) {
+	t := c.clk.NewTimer(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			f()
+			t.Reset(period)
+		}
+	}
+}
+
+// AddModel begins a new generation of model; its stats start empty (apart
+// from the --initial-input-tps seed). A model that already has a generation
+// is retired first, so the two never share state.
+func (c *Collector) AddModel(model string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.gens[model]; old != nil {
+		c.retireLocked(old)
+	}
+	c.seq++
+	g := &generation{model: model, seq: c.seq, live: make(map[*Observer]struct{})}
+	if x := c.cfg.InitialInputTPS; x > 0 {
+		g.dist, g.seed, g.lastMean = seeded(x), x, x
+	}
+	c.gens[model] = g
+	c.bySeq[g.seq] = g
+	c.signal()
+}
+
+// RemoveModel retires model's generation: its stats, live requests and
+// request memory are dropped, and its outstanding observers become inert.
+func (c *Collector) RemoveModel(model string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.gens[model]; g != nil {
+		c.retireLocked(g)
+		c.signal()
+	}
+}
+
+func (c *Collector) retireLocked(g *generation) {
+	g.retired = true
+	delete(c.gens, g.model)
+	delete(c.bySeq, g.seq)
+	for id, t := range c.reqs {
+		if t.gen == g {
+			delete(c.reqs, id)
+		}
+	}
+	clear(g.live)
+}
+
+// Models returns the models that have a generation, sorted.
+func (c *Collector) Models() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.gens))
+	for m := range c.gens {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Changed returns a channel that receives a value (coalesced: one pending
+// value at most, and the sender never blocks) after any change that can
+// alter a model's published stats, so the registration stream can send at
+// once: a model added or removed, every observer call that records
+// something, an engine event that yields a sample or a first label, a KV
+// change and a stale clear. A change of stats_observed_at_unix_ms alone
+// does not signal.
+func (c *Collector) Changed() <-chan struct{} { return c.changed }
+
+func (c *Collector) signal() {
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+// NewCalibrationID returns a fresh calibration request id for model's
+// current generation, "calibration-<scope>-g<seq>-<n>" (pylon.md §3).
+func (c *Collector) NewCalibrationID(model string) (string, bool) {
+	return c.newID(CalibrationPrefix, model)
+}
+
+// NewCanaryID returns a fresh canary request id for model's current
+// generation. Engine events carrying it are attributed to that generation.
+func (c *Collector) NewCanaryID(model string) (string, bool) {
+	return c.newID(CanaryPrefix, model)
+}
+
+func (c *Collector) newID(prefix, model string) (string, bool) {
+	c.mu.Lock()
+	g := c.gens[model]
+	c.mu.Unlock()
+	if g == nil {
+		return "", false
+	}
+	return fmt.Sprintf("%s%s-g%d-%d", prefix, c.scope, g.seq, c.ids.Add(1)), true
+}
+
+// resolveCanaryLocked maps a canary id of this process to its live
+// generation.
+func (c *Collector) resolveCanaryLocked(id string) *generation {
+	rest, ok := strings.CutPrefix(id, CanaryPrefix+c.scope+"-g")
+	if !ok {
+		return nil
+	}
+	digits, _, _ := strings.Cut(rest, "-")
+	seq, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil {
+		return nil
+	}
+	return c.bySeq[seq]
+}
+
+// Stats returns model's current statistics (every pylon.md §2.1 field), or
+// false when the model has no generation.
+func (c *Collector) Stats(model string) (protocol.ModelStats, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.gens[model]
+	if g == nil {
+		return protocol.ModelStats{}, false
+	}
+	return c.statsLocked(g), true
+}
+
+func (c *Collector) statsLocked(g *generation) protocol.ModelStats {
+	s := protocol.ModelStats{
+		// MaxEngineConcurrency stays 0: pylon has no source for it (§0).
+		LastMeanInputTPS:      g.lastMean,
+		MaxOutputTPS:          g.maxOut,
+		KVCacheCapacityTokens: g.kvCap,
+		KVCacheUsedTokens:     g.kvUsed,
+		KVCacheFreeTokens:     g.kvFree,
+		NumRunningQueries:     uint64(len(g.live)),
+	}
+	if !g.observedAt.IsZero() {
+		s.StatsObservedAtUnixMs = uint64(max(g.observedAt.UnixMilli(), 0))
+	}
+	work := make(map[uint32]uint64)
+	var liveSum float64
+	var liveN int
+	for o := range g.live {
+		s.TotalQueryInputSize = addSat(s.TotalQueryInputSize, o.info.InputTokens)
+		if prio, tokens, ok := o.promptWork(); ok {
+			work[prio] = addSat(work[prio], tokens)
+			s.QueuedInputSize = addSat(s.QueuedInputSize, tokens)
+		}
+		switch o.state {
+		case Pending:
+			s.QueueSize++
+		case InputProcessing:
+			s.QueueSize++
+			s.InputProcessingQueries++
+		case OutputGeneration:
+			s.OutputGenerationQueries++
+			if o.liveTPS > 0 {
+				liveSum += o.liveTPS
+				liveN++
+			}
+		}
+	}
+	if validTPS(g.lastMean) {
+		s.QueueTimeEstimateMsByPriority = make(map[uint32]uint64, len(work))
+		prios := make([]uint32, 0, len(work))
+		for p := range work {
+			prios = append(prios, p)
+		}
+		slices.Sort(prios)
+		var cum uint64
+		for _, p := range prios {
+			cum = addSat(cum, work[p])
+			s.QueueTimeEstimateMsByPriority[p] = queueMs(cum, g.lastMean)
+		}
+	}
+	s.OutputTPS = g.out.mean()
+	if c.fallback && !g.authoritative && liveN > 0 {
+		s.OutputTPS = max(s.OutputTPS, liveSum/float64(liveN))
+	}
+	if g.chunkUsage {
+		s.StatsCapabilities = append(s.StatsCapabilities, protocol.CapabilityChunkUsage)
+		s.StatsSources = append(s.StatsSources, protocol.SourceChunkUsage)
+	}
+	if g.engineStream {
+		s.StatsCapabilities = append(s.StatsCapabilities, protocol.CapabilityEngineStream)
+		s.StatsSources = append(s.StatsSources, protocol.SourceEngineStatsStream)
+	}
+	if g.kvSeen {
+		s.StatsCapabilities = append(s.StatsCapabilities, protocol.CapabilityKVCacheHTTP)
+		s.StatsSources = append(s.StatsSources, protocol.SourceKVCacheStats)
+	}
+	return s
+}
+
+// LocalQueueMs is queue admission's local estimate (pylon.md §4 step 3):
+// ceil(prompt work at priorities ≤ prio of Pending and InputProcessing
+// requests, leaving out self's own contribution, / last_mean_input_tps ×
+// 1000). ok is false when model has no generation or no valid TPS. self may
+// be nil.
+func (c *Collector) LocalQueueMs(model string, prio uint32, self *Observer) (ms uint64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.gens[model]
+	if g == nil || !validTPS(g.lastMean) {
+		return 0, false
+	}
+	var work uint64
+	for o := range g.live {
+		if o == self {
+			continue
+		}
+		if p, tokens, ok := o.promptWork(); ok && p <= prio {
+			work = addSat(work, tokens)
+		}
+	}
+	return queueMs(work, g.lastMean), true
+}
+
+// addInputSample folds one input-TPS sample into g's distribution and moves
+// last_mean_input_tps once the distribution holds MinInputSamples samples
+// (or stays at the seed when pinned).
+func (c *Collector) addInputSample(g *generation, tps float64) {
+	if !g.dist.add(tps) || g.dist.count < MinInputSamples || !validTPS(g.dist.mean) {
+		return
+	}
+	if c.cfg.PinInputTPS && g.seed > 0 {
+		g.lastMean = g.seed
+		return
+	}
+	g.lastMean = g.dist.mean
+}
+
+// addOutputSample records one output-TPS sample: it raises max_output_tps
+// and enters the window; a counter-derived sample makes the window
+// authoritative over the fallback's live estimates.
+func (c *Collector) addOutputSample(g *generation, tps float64, counter bool) {
+	if !validTPS(tps) {
+		return
+	}
+	g.maxOut = max(g.maxOut, tps)
+	g.out.push(tps)
+	if counter {
+		g.authoritative = true
+	}
+}
+
+// applyCountersLocked applies one cumulative counter update to t
+// (pylon.md §2.5) and reports the invalid reason when it is dropped.
+func (c *Collector) applyCountersLocked(t *reqTrack, source string, in, out *uint64, finished bool, now time.Time) string {
+	if t.finalized {
+		return ReasonPostFinalize
+	}
+	if t.counting && ((in != nil && *in < t.in.observed) || (out != nil && *out < t.out.observed)) {
+		return ReasonRegressing
+	}
+	if !t.counting {
+		var baseIn, baseOut uint64
+		if source == sourceFallback {
+			if in != nil {
+				baseIn = *in
+			}
+			if out != nil {
+				baseOut = *out
+			}
+		}
+		t.in, t.out = newCounter(baseIn, now), newCounter(baseOut, now)
+		t.counting, t.source = true, source
+	}
+	t.lastSeen = now
+	g := t.gen
+	g.lastEvent, g.observedAt = now, now
+	if source == sourceEngine && !g.engineStream {
+		g.engineStream = true
+		c.signal()
+	}
+	if units, d, ok := t.in.observe(in, now); ok {
+		if tps, ok := rate(units, d); ok {
+			c.addInputSample(g, tps)
+			c.signal()
+		}
+	}
+	if units, d, ok := t.out.observe(out, now); ok {
+		if tps, ok := rate(units, d); ok {
+			c.addOutputSample(g, tps, true)
+			c.signal()
+		}
+	}
+	if finished {
+		t.finalize(now)
+	}
+	return ""
+}
+
+// handleEvent applies one validated engine stats event.
+func (c *Collector) handleEvent(ev engineEvent) {
+	if strings.HasPrefix(ev.requestID, CalibrationPrefix) {
+		c.m.invalidEvent(ReasonCalibration)
+		return
+	}
+	now := c.clk.Now()
+	c.mu.Lock()
+	t := c.reqs[ev.requestID]
+	if t == nil {
+		if g := c.resolveCanaryLocked(ev.requestID); g != nil {
+			t = &reqTrack{gen: g, lastSeen: now}
+			c.reqs[ev.requestID] = t
+		}
+	}
+	reason := ReasonUnknownRequest
+	if t != nil && !t.gen.retired {
+		reason = c.applyCountersLocked(t, sourceEngine, ev.processed, ev.generated, ev.finished, now)
+	}
+	c.mu.Unlock()
+	if reason != "" {
+		c.log.Debug("dropping engine stats event", "request_id", ev.requestID, "model", ev.model, "reason", reason)
+		c.m.invalidEvent(reason)
+	}
+}
+
+// enableFallback switches the throughput source to the OpenAI fallback
+// (auto mode, after an unsupported status before any valid event).
+func (c *Collector) enableFallback() {
+	c.mu.Lock()
+	was := c.fallback
+	c.fallback = true
+	c.mu.Unlock()
+	if !was {
+		c.log.Warn("engine stats stream unsupported; using OpenAI fallback observation", "url", c.streamURL)
+		c.m.sourceTransition(sourceEngine, sourceFallback, "unsupported")
+	}
+}
+
+// FallbackActive reports whether the OpenAI fallback currently feeds the
+// throughput statistics (mode off, or auto after the stream was
+// unsupported).
+func (c *Collector) FallbackActive() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fallback
+}
+
+func (c *Collector) sourceLocked() string {
+	if c.fallback {
+		return sourceFallback
+	}
+	return sourceEngine
+}
+
+// sweep finalizes requests whose counters saw no event for RequestTTL,
+// forgets tombstones and finished owners after RequestTTL, and clears the
+// output-TPS window of models without a stats event for ModelTTL. It never
+// touches last_mean_input_tps, max_output_tps or the KV values.
+func (c *Collector) sweep(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, t := range c.reqs {
+		switch {
+		case t.finalized:
+			if now.Sub(t.finalizedAt) >= RequestTTL {
+				delete(c.reqs, id)
+			}
+		case t.counting:
+			if now.Sub(t.lastSeen) >= RequestTTL {
+				t.finalize(now)
+				c.log.Warn("removing stale engine stats request entry", "request_id", id, "model", t.gen.model)
+				c.m.staleCleanup("request", t.source)
+			}
+		case t.obs == nil || t.obsDone:
+			if now.Sub(t.obsDoneAt) >= RequestTTL {
+				delete(c.reqs, id)
+			}
+		}
+	}
+	for _, g := range c.gens {
+		if g.lastEvent.IsZero() || now.Sub(g.lastEvent) < ModelTTL {
+			continue
+		}
+		g.lastEvent = time.Time{}
+		if g.out.n == 0 {
+			continue
+		}
+		g.out.clear()
+		g.authoritative = false
+		g.observedAt = now
+		c.log.Warn("clearing stale output TPS", "model", g.model)
+		c.m.staleCleanup("stats", c.sourceLocked())
+		c.signal()
+	}
+}

@@ -1,0 +1,147 @@
+package stats
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stargate-router/stargate/pkg/clock"
+)
+
+// Stream modes of --engine-stats-stream (pylon.md §2.2).
+const (
+	// ModeAuto consumes the engine stats stream and switches to the OpenAI
+	// fallback only when the stream answers 404, 405 or 501 before any valid
+	// event has been seen.
+	ModeAuto = "auto"
+	// ModeRequired consumes the stream and never falls back.
+	ModeRequired = "required"
+	// ModeOff never opens the stream; the fallback is active from the start.
+	ModeOff = "off"
+)
+
+// DefaultStreamPath is the default --engine-stats-stream-path.
+const DefaultStreamPath = "/pylon/v1/stats/stream"
+
+// Aggregation constants (pylon.md §2.5). They have no flags.
+const (
+	// WindowSize is the number of output-TPS samples averaged into
+	// output_tps.
+	WindowSize = 8
+	// MinInputSamples is how many input-TPS samples the distribution needs
+	// before last_mean_input_tps moves; a --initial-input-tps seed counts as
+	// this many.
+	MinInputSamples = 5
+	// DurationFloor is the shortest interval a throughput sample may span.
+	DurationFloor = 10 * time.Millisecond
+	// RequestTTL bounds how long a request's counters live without an event,
+	// and how long a finished request's tombstone keeps rejecting late
+	// events.
+	RequestTTL = 300 * time.Second
+	// ModelTTL is how long a model may go without a stats event before its
+	// output-TPS window is cleared.
+	ModelTTL = 30 * time.Second
+	// SweepInterval is the period of the stale sweep.
+	SweepInterval = time.Second
+	// KVPollInterval and KVPollTimeout time the KV-cache poll (§2.3).
+	KVPollInterval = time.Second
+	KVPollTimeout  = time.Second
+	// MaxLineBytes bounds one engine stats stream line, CR/LF excluded.
+	MaxLineBytes = 64 << 10
+	// InitialBackoff and MaxBackoff bound the engine-stream reconnect delay,
+	// which doubles per attempt and is never reset.
+	InitialBackoff = 100 * time.Millisecond
+	MaxBackoff     = 5 * time.Second
+)
+
+// Config configures a Collector. The zero values of the optional fields get
+// the defaults noted on each field.
+type Config struct {
+	// Clock is the source of all time; nil means clock.Real{}.
+	Clock clock.Clock
+	// Log receives warnings (stream and poll failures, dropped data); nil
+	// discards them.
+	Log *slog.Logger
+	// UpstreamBaseURL is the engine's base URL (--upstream-http-base-url);
+	// a trailing "/" is ignored.
+	UpstreamBaseURL string
+	// HTTPClient makes the stream and KV requests; nil means a fresh
+	// http.Client. Its Timeout must be zero: the stream never ends, and the
+	// KV poll carries its own 1 s deadline.
+	HTTPClient *http.Client
+	// StreamMode is --engine-stats-stream: auto (default), required or off.
+	StreamMode string
+	// StreamPath is --engine-stats-stream-path, default DefaultStreamPath.
+	StreamPath string
+	// KVCachePath is --kv-cache-stats-path; empty disables the KV poll.
+	KVCachePath string
+	// InitialInputTPS is --initial-input-tps: when > 0 every generation's
+	// input-TPS distribution starts as mean X with count 5. Zero means none.
+	InitialInputTPS float64
+	// PinInputTPS is --benchmark-pin-input-tps: last_mean_input_tps stays at
+	// InitialInputTPS while samples still update the distribution.
+	PinInputTPS bool
+	// Registerer receives the package's metrics; nil registers none.
+	Registerer prometheus.Registerer
+}
+
+// Validate reports the first invalid field, naming its flag. It does not
+// change c.
+func (c Config) Validate() error {
+	if c.UpstreamBaseURL == "" {
+		return errors.New("--upstream-http-base-url is required")
+	}
+	u, err := url.Parse(c.UpstreamBaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--upstream-http-base-url %q: want an absolute http:// or https:// URL", c.UpstreamBaseURL)
+	}
+	switch c.StreamMode {
+	case "", ModeAuto, ModeRequired, ModeOff:
+	default:
+		return fmt.Errorf("--engine-stats-stream %q: want auto, required or off", c.StreamMode)
+	}
+	if c.StreamPath != "" && !strings.HasPrefix(c.StreamPath, "/") {
+		return fmt.Errorf("--engine-stats-stream-path %q: must start with /", c.StreamPath)
+	}
+	if c.KVCachePath != "" && !strings.HasPrefix(c.KVCachePath, "/") {
+		return fmt.Errorf("--kv-cache-stats-path %q: must start with /", c.KVCachePath)
+	}
+	if math.IsNaN(c.InitialInputTPS) || math.IsInf(c.InitialInputTPS, 0) || c.InitialInputTPS < 0 {
+		return fmt.Errorf("--initial-input-tps %v: must be finite and > 0", c.InitialInputTPS)
+	}
+	if c.PinInputTPS && c.InitialInputTPS == 0 {
+		return errors.New("--benchmark-pin-input-tps requires --initial-input-tps")
+	}
+	if c.HTTPClient != nil && c.HTTPClient.Timeout != 0 {
+		return errors.New("stats HTTP client: Timeout must be zero (the engine stats stream never ends)")
+	}
+	return nil
+}
+
+// withDefaults returns c with every optional field filled in.
+func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	if c.StreamMode == "" {
+		c.StreamMode = ModeAuto
+	}
+	if c.StreamPath == "" {
+		c.StreamPath = DefaultStreamPath
+	}
+	c.UpstreamBaseURL = strings.TrimRight(c.UpstreamBaseURL, "/")
+	return c
+}

@@ -1,0 +1,97 @@
+package stats
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// kvStats is the body of the KV-cache stats endpoint (pylon.md §2.3).
+// Other keys are ignored; a missing or mistyped field fails the poll.
+type kvStats struct {
+	Model    *string `json:"model"`
+	Capacity *uint64 `json:"kv_cache_capacity_tokens"`
+	Used     *uint64 `json:"kv_cache_used_tokens"`
+	Free     *uint64 `json:"kv_cache_free_tokens"`
+}
+
+// maxKVBody bounds the KV stats body read.
+const maxKVBody = 1 << 20
+
+// runKVPoll polls at once and then KVPollInterval after each poll ends.
+func (c *Collector) runKVPoll(ctx context.Context) {
+	c.pollKV(ctx)
+	c.every(ctx, KVPollInterval, func() { c.pollKV(ctx) })
+}
+
+// pollKV fetches the KV stats once, with a KVPollTimeout deadline on the
+// injected clock, and applies them to the named model if it has a
+// generation. A failed poll keeps the last values.
+func (c *Collector) pollKV(ctx context.Context) {
+	kv, err := c.fetchKV(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		if !c.kvFailed {
+			c.log.Warn("KV-cache stats poll failed; keeping the last values", "url", c.kvURL, "err", err)
+		}
+		c.kvFailed = true
+		return
+	}
+	if c.kvFailed {
+		c.log.Info("KV-cache stats poll recovered", "url", c.kvURL)
+		c.kvFailed = false
+	}
+	model := *kv.Model
+	if strings.TrimSpace(model) == "" {
+		c.log.Warn("dropping KV-cache stats without a model id")
+		return
+	}
+	g := c.gens[model]
+	if g == nil {
+		c.log.Warn("dropping KV-cache stats for a model with no live generation", "model", model)
+		return
+	}
+	changed := !g.kvSeen || g.kvCap != *kv.Capacity || g.kvUsed != *kv.Used || g.kvFree != *kv.Free
+	g.kvCap, g.kvUsed, g.kvFree = *kv.Capacity, *kv.Used, *kv.Free
+	g.kvSeen = true
+	g.observedAt = c.clk.Now()
+	if changed {
+		c.signal()
+	}
+}
+
+func (c *Collector) fetchKV(ctx context.Context) (kvStats, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	deadline := c.clk.AfterFunc(KVPollTimeout, cancel)
+	defer deadline.Stop()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.kvURL, nil)
+	if err != nil {
+		return kvStats{}, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return kvStats{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxKVBody))
+		return kvStats{}, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	var kv kvStats
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxKVBody)).Decode(&kv); err != nil {
+		return kvStats{}, fmt.Errorf("decoding body: %w", err)
+	}
+	if kv.Model == nil || kv.Capacity == nil || kv.Used == nil || kv.Free == nil {
+		return kvStats{}, fmt.Errorf("body lacks model or a kv_cache_*_tokens field")
+	}
+	return kv, nil
+}
