@@ -36,6 +36,7 @@ func TestE2E(t *testing.T) {
 			{"HubRestart", testHubRestart},
 			{"PylonKilled", testPylonKilled},
 			{"ClientCancel", testClientCancel},
+			{"TLSAndToken", testTLSAndToken},
 		} {
 			t.Run(sc.name, sc.run)
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,4 +75,15 @@ func BuildInfo(reg prometheus.Registerer, namespace, version string) {
 	}, []string{"version"})
 	g.WithLabelValues(version).Set(1)
 	reg.MustRegister(g)
+}
+
+// Pprof adds the runtime profiler's handlers under /debug/pprof/ to mux.
+// Binaries expose it only behind a flag and only on their metrics
+// listener, which operators keep off the public network.
+func Pprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }

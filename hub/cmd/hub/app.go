@@ -19,6 +19,7 @@ import (
 	"github.com/stargate-router/stargate/pkg/openai"
 	"github.com/stargate-router/stargate/pkg/protocol"
 	"github.com/stargate-router/stargate/pkg/serve"
+	"github.com/stargate-router/stargate/pkg/tlsfiles"
 )
 
 // app is the wired hub.
@@ -50,6 +51,15 @@ func newApp(cfg config, log *slog.Logger) (*app, error) {
 		Listener: backendLn, HubID: cfg.HubID, Clock: clk, Log: log,
 		HealthInterval: cfg.HealthInterval,
 		MinIdleTimeout: disabledIfZero(cfg.IdleTimeoutMin), MaxIdleTimeout: disabledIfZero(cfg.IdleTimeoutMax),
+	}
+	if cfg.TLSCertPath != "" {
+		tcfg.TLS, err = tlsfiles.Server(cfg.TLSCertPath, cfg.TLSKeyPath)
+		if err != nil {
+			_ = backendLn.Close()
+			return nil, err
+		}
+	} else {
+		log.Warn("the tunnel listener is plaintext (no --tls-cert-path): use it only on loopback or a trusted network")
 	}
 	switch {
 	case cfg.RegistrationTokenFile != "":
@@ -96,6 +106,9 @@ func newApp(cfg config, log *slog.Logger) (*app, error) {
 	mux.HandleFunc("/", serve.NotFound)
 	mmux := http.NewServeMux()
 	mmux.Handle("GET /metrics", obs.MetricsHandler(reg))
+	if cfg.Pprof {
+		obs.Pprof(mmux)
+	}
 	a.api = serve.Server{Name: "api", Listener: apiLn, Handler: mux}
 	a.metrics = serve.Server{Name: "metrics", Listener: metricsLn, Handler: mmux}
 	a.backend = serve.Server{Name: "backend", Listener: backendLn}

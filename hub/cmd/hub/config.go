@@ -30,6 +30,9 @@ type config struct {
 	IdleTimeoutMax          time.Duration
 	HealthInterval          time.Duration
 	PowerOfNSampleCount     int
+	TLSCertPath             string
+	TLSKeyPath              string
+	Pprof                   bool
 }
 
 func defaultConfig() config {
@@ -63,6 +66,9 @@ func (c *config) register(fs *cli.FlagSet) {
 	fs.Millis(&c.IdleTimeoutMin, "registration-update-idle-timeout-ms", "HUB_REGISTRATION_UPDATE_IDLE_TIMEOUT_MS", d.IdleTimeoutMin, "lower bound of the registration idle timeout (3 x heartbeat)")
 	fs.Millis(&c.IdleTimeoutMax, "registration-update-max-idle-timeout-ms", "HUB_REGISTRATION_UPDATE_MAX_IDLE_TIMEOUT_MS", d.IdleTimeoutMax, "upper bound of the registration idle timeout")
 	fs.Millis(&c.HealthInterval, "health-check-interval-ms", "HUB_HEALTH_CHECK_INTERVAL_MS", d.HealthInterval, "period of the /health RTT probe over each tunnel")
+	fs.String(&c.TLSCertPath, "tls-cert-path", "HUB_TLS_CERT_PATH", "", "certificate (PEM) pylons verify on --backend-listen; with --tls-key-path enables TLS; re-read on every handshake")
+	fs.String(&c.TLSKeyPath, "tls-key-path", "HUB_TLS_KEY_PATH", "", "private key (PEM) of --tls-cert-path")
+	fs.Bool(&c.Pprof, "pprof", "HUB_PPROF", false, "serve the Go profiler under /debug/pprof/ on --metrics-listen")
 	fs.Int(&c.PowerOfNSampleCount, "power-of-n-sample-count", "HUB_POWER_OF_N_SAMPLE_COUNT", d.PowerOfNSampleCount, "clusters sampled per decision by power-of-n (1..64)")
 }
 
@@ -93,6 +99,9 @@ func (c *config) validate() error {
 	}
 	if c.PowerOfNSampleCount < 1 || c.PowerOfNSampleCount > 64 {
 		errs = append(errs, fmt.Errorf("--power-of-n-sample-count: must be between 1 and 64, got %d", c.PowerOfNSampleCount))
+	}
+	if (c.TLSCertPath == "") != (c.TLSKeyPath == "") {
+		errs = append(errs, errors.New("--tls-cert-path and --tls-key-path: set both or neither"))
 	}
 	if strings.TrimSpace(c.HubID) == "" {
 		errs = append(errs, errors.New("--hub-id: must not be empty"))

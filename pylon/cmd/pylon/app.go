@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/stargate-router/stargate/pkg/obs"
 	"github.com/stargate-router/stargate/pkg/protocol"
 	"github.com/stargate-router/stargate/pkg/serve"
+	"github.com/stargate-router/stargate/pkg/tlsfiles"
 	"github.com/stargate-router/stargate/pylon/internal/calibrate"
 	"github.com/stargate-router/stargate/pylon/internal/relay"
 	"github.com/stargate-router/stargate/pylon/internal/stats"
@@ -34,6 +36,8 @@ type app struct {
 	ready     serve.Readiness
 	api       serve.Server
 	metrics   serve.Server
+
+	tls *tls.Config // nil: plaintext tunnels
 
 	tunnelUp     *prometheus.GaugeVec
 	calibrations *prometheus.GaugeVec
@@ -96,6 +100,17 @@ func newApp(cfg config, log *slog.Logger) (*app, error) {
 	mux.HandleFunc("/", serve.NotFound)
 	mmux := http.NewServeMux()
 	mmux.Handle("GET /metrics", obs.MetricsHandler(reg))
+	if cfg.Pprof {
+		obs.Pprof(mmux)
+	}
+	if cfg.TLS || cfg.TLSCertPath != "" || cfg.TLSInsecure {
+		a.tls, err = tlsfiles.Client(cfg.TLSCertPath, cfg.TLSInsecure)
+		if err != nil {
+			_ = apiLn.Close()
+			_ = metricsLn.Close()
+			return nil, err
+		}
+	}
 	a.api = serve.Server{Name: "api", Listener: apiLn, Handler: mux}
 	a.metrics = serve.Server{Name: "metrics", Listener: metricsLn, Handler: mmux}
 	return a, nil
@@ -133,7 +148,7 @@ func (a *app) run(ctx context.Context) error {
 		}
 		tc := tunnel.New(tunnel.Config{
 			Addresses: splitList(a.cfg.StargateAddress), Handshake: hs, Token: a.token(), Handler: handler,
-			Clock: a.clk, Log: a.log, DrainTimeout: a.cfg.Drain,
+			Clock: a.clk, Log: a.log, DrainTimeout: a.cfg.Drain, TLS: a.tls,
 			OnState: func(addr string, up bool) {
 				v := 0.0
 				if up {

@@ -52,6 +52,10 @@ type config struct {
 	QueueMismatchRetryAfter       time.Duration
 	UpstreamBackend               string
 	PriorityCeiling               uint64
+	TLS                           bool
+	TLSCertPath                   string
+	TLSInsecure                   bool
+	Pprof                         bool
 
 	models []string
 	codes  []int
@@ -107,6 +111,11 @@ func (c *config) register(fs *cli.FlagSet) {
 	fs.Float64(&c.QueueMismatchTolerance, "pylon-queue-mismatch-tolerance-factor", "PYLON_QUEUE_MISMATCH_TOLERANCE_FACTOR", d.QueueMismatchTolerance, "admission threshold: at least ceil(expected x this); finite, > 0")
 	fs.Millis(&c.QueueMismatchRetryAfter, "pylon-queue-mismatch-retry-after-ms", "PYLON_QUEUE_MISMATCH_RETRY_AFTER_MS", 0, "hint sent with a queue-mismatch 429; 0 sends none")
 	fs.String(&c.UpstreamBackend, "pylon-upstream-backend", "PYLON_UPSTREAM_BACKEND", d.UpstreamBackend, "dynamo (set x-dynamo-request-priority) or passthrough")
+	fs.Bool(&c.TLS, "tls", "PYLON_TLS", false, "speak TLS to the hubs, trusting the system roots (implied by --tls-cert-path and --tls-insecure)")
+	fs.String(&c.TLSCertPath, "tls-cert-path", "STARGATE_TLS_CERT_PATH", "", "CA certificate (PEM) that signs the hubs' certificates; enables TLS")
+	fs.Bool(&c.TLSInsecure, "tls-insecure", "PYLON_TLS_INSECURE", false, "TLS without verifying the hub's certificate (tests and trusted networks only)")
+	fs.Alias("quic-insecure", "tls-insecure")
+	fs.Bool(&c.Pprof, "pprof", "PYLON_PPROF", false, "serve the Go profiler under /debug/pprof/ on --metrics-listen")
 	fs.Uint64(&c.PriorityCeiling, "pylon-priority-ceiling", "PYLON_PRIORITY_CEILING", d.PriorityCeiling, "x-dynamo-request-priority = max(0, ceiling - x-priority)")
 }
 
