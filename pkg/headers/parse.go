@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -296,4 +297,14 @@ func trimOWS(s string) string {
 // "fal\u017fe" would pass as false.
 func equalFoldASCII(s, word string) bool {
 	return len(s) == len(word) && hasPrefixFold(s, word)
+}
+
+// IsStreamingContentType reports whether a response of this Content-Type is
+// a stream whose parts must reach the client as they are written (SSE or
+// NDJSON): relays flush those after every chunk and send their headers at
+// once, and let the HTTP server buffer everything else.
+func IsStreamingContentType(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.TrimSpace(mt)
+	return strings.EqualFold(mt, "text/event-stream") || strings.EqualFold(mt, "application/x-ndjson")
 }

@@ -402,3 +402,14 @@ func TestParsersDoNotAllocateOnSuccess(t *testing.T) {
 		t.Fatalf("got %v allocations per run; want 0", allocs)
 	}
 }
+
+func TestIsStreamingContentType(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"text/event-stream": true, "text/event-stream; charset=utf-8": true, "Text/Event-Stream": true,
+		"application/x-ndjson": true, "application/json": false, "": false, "text/plain": false,
+	} {
+		if got := IsStreamingContentType(ct); got != want {
+			t.Errorf("IsStreamingContentType(%q) = %v, want %v", ct, got, want)
+		}
+	}
+}

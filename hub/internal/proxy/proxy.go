@@ -553,9 +553,17 @@ func (p *Proxy) relay(w http.ResponseWriter, resp *http.Response, clusterID stri
 	}
 	h.Set(headers.StargateClusterID, clusterID)
 	w.WriteHeader(resp.StatusCode)
+	// Every chunk is flushed as it arrives, since a body of any type may be
+	// a stream. The head goes out on its own only for declared streams (SSE,
+	// NDJSON), so they show their status before the first event; other
+	// answers send it with their first chunk, one write fewer.
 	rc := http.NewResponseController(w)
-	_ = rc.Flush()
-	buf := make([]byte, 32<<10)
+	if headers.IsStreamingContentType(resp.Header.Get("Content-Type")) {
+		_ = rc.Flush()
+	}
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	buf := *bp
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
@@ -574,3 +582,6 @@ func (p *Proxy) relay(w http.ResponseWriter, resp *http.Response, clusterID stri
 		}
 	}
 }
+
+// copyBuffers recycles the relay's 32 KiB copy buffers across requests.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

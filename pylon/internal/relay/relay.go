@@ -364,7 +364,11 @@ func (rl *Relay) forward(w http.ResponseWriter, r *http.Request, info RequestInf
 	rl.copyResponseHeaders(w.Header(), resp)
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
-	_ = rc.Flush()
+	// Every chunk is flushed as it arrives; the head goes out on its own
+	// only for declared streams, so other answers save a write.
+	if headers.IsStreamingContentType(resp.Header.Get("Content-Type")) {
+		_ = rc.Flush()
+	}
 
 	ok2xx := resp.StatusCode >= 200 && resp.StatusCode < 300
 	sse := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
@@ -374,7 +378,9 @@ func (rl *Relay) forward(w http.ResponseWriter, r *http.Request, info RequestInf
 	// Copy the body through as it arrives (an SSE answer on another path
 	// must still stream), keeping it for the observation.
 	var kept []byte
-	buf := make([]byte, 32<<10)
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	buf := *bp
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
@@ -458,3 +464,6 @@ func retryAfterMs(v string, now time.Time) (int64, bool) {
 	}
 	return 0, false
 }
+
+// copyBuffers recycles the 32 KiB copy buffers across requests.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}

@@ -28,7 +28,9 @@ func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http
 	defer watchdog.Stop()
 
 	var pending []byte
-	buf := make([]byte, 32<<10)
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	buf := *bp
 	outputs := 0
 	done := false
 	for {
