@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -194,4 +195,20 @@ func (m *millis) Set(s string) error {
 	}
 	*m = millis(time.Duration(v * float64(time.Millisecond)))
 	return nil
+}
+
+// ReadSecretFile reads a token or key file as operators mount them (a
+// Kubernetes Secret): trimmed, and an empty file is an error. Callers
+// re-read it on every use so a rotated secret takes effect without a
+// restart; the value is never logged.
+func ReadSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path) //nolint:gosec // G304: the operator names this file.
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return tok, nil
 }

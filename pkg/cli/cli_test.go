@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +103,23 @@ func TestMillis(t *testing.T) {
 	fs.Millis(&d, "ttft-ms", "", 0, "ttft")
 	if err := fs.Parse([]string{"--ttft-ms", "10s"}, env(nil)); err == nil {
 		t.Fatal("a Go duration was accepted where milliseconds are expected")
+	}
+}
+
+func TestReadSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	p := dir + "/tok"
+	if err := os.WriteFile(p, []byte("  s3cret \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadSecretFile(p); err != nil || got != "s3cret" {
+		t.Fatalf("ReadSecretFile = %q, %v", got, err)
+	}
+	_ = os.WriteFile(p, []byte("\n"), 0o600)
+	if _, err := ReadSecretFile(p); err == nil {
+		t.Fatal("an empty token file was accepted")
+	}
+	if _, err := ReadSecretFile(dir + "/missing"); err == nil {
+		t.Fatal("a missing file was accepted")
 	}
 }

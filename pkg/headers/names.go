@@ -420,3 +420,8 @@ func hasPrefixFold(s, prefix string) bool {
 	}
 	return true
 }
+
+// HopByHop lists the connection-scoped headers a relay never forwards in
+// either direction (RFC 9110 §7.6.1, plus the legacy Proxy-Connection and
+// Keep-Alive), in canonical form.
+var HopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Te", "Trailer", "Upgrade"}

@@ -14,6 +14,7 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/proxy"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/hub/internal/tunnel"
+	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/obs"
 	"github.com/stargate-router/stargate/pkg/openai"
@@ -64,7 +65,7 @@ func newApp(cfg config, log *slog.Logger) (*app, error) {
 	switch {
 	case cfg.RegistrationTokenFile != "":
 		path := cfg.RegistrationTokenFile
-		tcfg.TokenSource = func() (string, error) { return readToken(path) }
+		tcfg.TokenSource = func() (string, error) { return cli.ReadSecretFile(path) }
 	case cfg.RegistrationToken != "":
 		tcfg.Token = cfg.RegistrationToken
 	default:

@@ -78,7 +78,7 @@ func (c *config) validate() error {
 		errs = append(errs, errors.New("--registration-token and --registration-token-file: set one, not both"))
 	}
 	if c.RegistrationTokenFile != "" {
-		if _, err := readToken(c.RegistrationTokenFile); err != nil {
+		if _, err := cli.ReadSecretFile(c.RegistrationTokenFile); err != nil {
 			errs = append(errs, fmt.Errorf("--registration-token-file: %w", err))
 		}
 	}
@@ -107,17 +107,4 @@ func (c *config) validate() error {
 		errs = append(errs, errors.New("--hub-id: must not be empty"))
 	}
 	return errors.Join(errs...)
-}
-
-// readToken reads a token file, trimmed; an empty file is an error.
-func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path) //nolint:gosec // G304: the operator names this file.
-	if err != nil {
-		return "", err
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("%s is empty", path)
-	}
-	return tok, nil
 }

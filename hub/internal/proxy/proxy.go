@@ -512,15 +512,12 @@ func (p *Proxy) retryable(resp *http.Response) bool {
 
 func isTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }
 
-// hopByHop are never forwarded (RFC 9110 §7.6.1).
-var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Te", "Trailer", "Upgrade"}
-
 // forwardHeaders is the request header set sent to the pylon: everything
 // but hop-by-hop headers, Host, the routing method, the hint the hub
 // consumes, and the headers only the hub may set (hub.md §3.2 step 12).
 func forwardHeaders(in http.Header) http.Header {
 	out := in.Clone()
-	for _, k := range hopByHop {
+	for _, k := range headers.HopByHop {
 		out.Del(k)
 	}
 	for _, k := range []string{"Host", headers.RoutingMethod, headers.StargateLastClusterID, headers.StargateRetryable,
@@ -540,7 +537,7 @@ func (p *Proxy) relay(w http.ResponseWriter, resp *http.Response, clusterID stri
 	for k, vs := range resp.Header {
 		h[k] = slices.Clone(vs)
 	}
-	for _, k := range hopByHop {
+	for _, k := range headers.HopByHop {
 		h.Del(k)
 	}
 	for _, k := range []string{"Content-Length", headers.StargateRetryable, headers.StargateRetryReason, headers.StargateRetryAfterMs,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/obs"
 	"github.com/stargate-router/stargate/pkg/protocol"
@@ -40,6 +41,8 @@ type app struct {
 	tls *tls.Config // nil: plaintext tunnels
 
 	tunnelUp     *prometheus.GaugeVec
+	regStreamUp  *prometheus.GaugeVec
+	advertised   *prometheus.GaugeVec
 	calibrations *prometheus.GaugeVec
 }
 
@@ -82,9 +85,14 @@ func newApp(cfg config, log *slog.Logger) (*app, error) {
 	a.relay = relay.New(rcfg, a.tracker, relay.NewMetrics(reg))
 	a.tunnelUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pylon_reverse_tunnel_connected",
 		Help: "1 while the tunnel (which also carries the registration stream) to this hub address is up."}, []string{"router"})
+	a.regStreamUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pylon_registration_stream_connected",
+		Help: "1 while the hub at this address holds the registration stream open."}, []string{"router"})
+	a.advertised = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pylon_model_advertised_status",
+		Help: "1 for the status each model is advertised with to this hub (active while its registration stream is open), 0 for the other."},
+		[]string{"router", "model", "status"})
 	a.calibrations = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pylon_model_calibration_duration_ms",
 		Help: "How long the startup calibration of a model took, by outcome."}, []string{"model", "outcome"})
-	reg.MustRegister(a.tunnelUp, a.calibrations)
+	reg.MustRegister(a.tunnelUp, a.regStreamUp, a.advertised, a.calibrations)
 
 	apiLn, err := serve.Listen("listen", cfg.Listen)
 	if err != nil {
@@ -140,7 +148,8 @@ func (a *app) run(ctx context.Context) error {
 	if err == nil {
 		a.ready.Set(true)
 		handler := http.NewServeMux()
-		handler.Handle(protocol.RegistrationPath, tunnel.RegistrationHandler(&snapshotter{a: a, changed: bcast}, a.cfg.MinUpdateInterval, a.clk, a.log))
+		handler.Handle(protocol.RegistrationPath, a.observeRegistration(
+			tunnel.RegistrationHandler(&snapshotter{a: a, changed: bcast}, a.cfg.MinUpdateInterval, a.clk, a.log)))
 		handler.Handle("/", a.relay)
 		hs := protocol.Handshake{
 			InferenceServerID: a.cfg.InferenceServerID, ClusterID: a.cfg.ClusterID,
@@ -177,7 +186,7 @@ func (a *app) token() func() (string, error) {
 		return func() (string, error) { return tok, nil }
 	case a.cfg.AuthTokenFile != "":
 		path := a.cfg.AuthTokenFile
-		return func() (string, error) { return readToken(path) }
+		return func() (string, error) { return cli.ReadSecretFile(path) }
 	}
 	return nil
 }
@@ -271,3 +280,31 @@ func (s *snapshotter) Registration() protocol.Registration {
 }
 
 func (s *snapshotter) Changed() <-chan struct{} { return s.changed.wait() }
+
+// observeRegistration keeps pylon_registration_stream_connected and
+// pylon_model_advertised_status for the hub holding each registration
+// stream. On the tunnel the request's remote address is the hub's address,
+// the router label of pylon_reverse_tunnel_connected too.
+func (a *app) observeRegistration(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		router := r.RemoteAddr
+		a.setAdvertised(router, true)
+		defer a.setAdvertised(router, false)
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (a *app) setAdvertised(router string, up bool) {
+	on, off := protocol.StatusActive, protocol.StatusInactive
+	v := 0.0
+	if up {
+		v = 1
+	} else {
+		on, off = off, on
+	}
+	a.regStreamUp.WithLabelValues(router).Set(v)
+	for _, m := range a.tracker.publishedModels() {
+		a.advertised.WithLabelValues(router, m, string(on)).Set(1)
+		a.advertised.WithLabelValues(router, m, string(off)).Set(0)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -163,7 +162,7 @@ func (c *config) validate() error {
 		bad("--auth-token and --auth-token-file: set one, not both")
 	}
 	if c.AuthTokenFile != "" {
-		if _, err := readToken(c.AuthTokenFile); err != nil {
+		if _, err := cli.ReadSecretFile(c.AuthTokenFile); err != nil {
 			bad("--auth-token-file: %v", err)
 		}
 	}
@@ -193,19 +192,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// readToken reads a token file, trimmed; an empty file is an error.
-func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path) //nolint:gosec // G304: the operator names this file.
-	if err != nil {
-		return "", err
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("%s is empty", path)
-	}
-	return tok, nil
 }
 
 func splitList(s string) []string {

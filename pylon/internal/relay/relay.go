@@ -295,14 +295,11 @@ func (rl *Relay) retryable(w http.ResponseWriter, status int, reason string, ret
 	problem(w, status, detail, map[string]any{"reason": reason})
 }
 
-// hopByHop are never forwarded in either direction (RFC 9110 §7.6.1).
-var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Te", "Trailer", "Upgrade"}
-
 // upstreamRequestHeaders is the header set sent to the engine (pylon.md
 // §5.1 step 7).
 func (rl *Relay) upstreamRequestHeaders(in http.Header, prio uint32) http.Header {
 	out := in.Clone()
-	for _, k := range hopByHop {
+	for _, k := range headers.HopByHop {
 		out.Del(k)
 	}
 	for _, k := range []string{"Host", headers.TunnelMethod, headers.TunnelPath, headers.StargateExpectedQueueMs,
@@ -423,7 +420,7 @@ func (rl *Relay) copyResponseHeaders(dst http.Header, resp *http.Response) {
 	for k, vs := range resp.Header {
 		dst[k] = slices.Clone(vs)
 	}
-	for _, k := range hopByHop {
+	for _, k := range headers.HopByHop {
 		dst.Del(k)
 	}
 	for _, k := range []string{"Content-Length", headers.StargateUpstreamRetryable, headers.StargateRetryable,

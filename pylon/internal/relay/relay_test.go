@@ -442,11 +442,11 @@ func TestUpstreamRequestHeaders(t *testing.T) {
 func TestUpstreamRequestHeadersHopByHop(t *testing.T) {
 	rl := New(Config{UpstreamBackend: "dynamo", PriorityCeiling: 3600, UpstreamRetryHeader: headers.StargateUpstreamRetryable}, nil, nil)
 	in := http.Header{}
-	for _, k := range append(append([]string{}, hopByHop...), "Host", headers.RequestID) {
+	for _, k := range append(append([]string{}, headers.HopByHop...), "Host", headers.RequestID) {
 		in.Set(k, "v")
 	}
 	out := rl.upstreamRequestHeaders(in, 0)
-	for _, k := range append(append([]string{}, hopByHop...), "Host") {
+	for _, k := range append(append([]string{}, headers.HopByHop...), "Host") {
 		if _, ok := out[http.CanonicalHeaderKey(k)]; ok {
 			t.Errorf("%s forwarded", k)
 		}
