@@ -74,6 +74,8 @@ func (e *Engine) Handler(metricsHandler http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/chat/completions", only(http.MethodPost, http.HandlerFunc(e.serveChat)))
 	mux.Handle("/v1/completions", only(http.MethodPost, http.HandlerFunc(e.serveCompletion)))
+	mux.Handle("/v1/responses", only(http.MethodPost, http.HandlerFunc(e.serveResponses)))
+	mux.Handle("/v1/embeddings", only(http.MethodPost, http.HandlerFunc(e.serveEmbeddings)))
 	mux.Handle("/v1/models", only(http.MethodGet, http.HandlerFunc(e.serveModels)))
 	mux.Handle("/health", only(http.MethodGet, http.HandlerFunc(e.serveHealth)))
 	mux.Handle("/pylon/v1/stats/stream", only(http.MethodGet, http.HandlerFunc(e.serveStatsStream)))
@@ -108,6 +110,10 @@ func (e *Engine) serveChat(w http.ResponseWriter, r *http.Request) {
 
 func (e *Engine) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	e.serveGeneration(w, r, "completions", parseCompletion)
+}
+
+func (e *Engine) serveResponses(w http.ResponseWriter, r *http.Request) {
+	e.serveGeneration(w, r, "responses", parseResponses)
 }
 
 // serveGeneration runs one generating request through admission, prefix
@@ -239,8 +245,13 @@ func (e *Engine) reject(w http.ResponseWriter, oerr *openai.Error, reason string
 // for a seed.
 func (e *Engine) newID(kind string) string {
 	prefix := "chatcmpl-mock-"
-	if kind == "completion" {
+	switch kind {
+	case "completion":
 		prefix = "cmpl-mock-"
+	case "responses":
+		prefix = "resp-mock-"
+	case "embedding":
+		prefix = "embd-mock-"
 	}
 	return prefix + strconv.FormatUint(e.cfg.Seed, 16) + "-" + strconv.FormatUint(e.idSeq.Add(1), 16)
 }

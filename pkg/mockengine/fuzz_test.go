@@ -7,7 +7,8 @@ import (
 	"github.com/stargate-router/stargate/pkg/openai"
 )
 
-// FuzzDecodeRequest feeds arbitrary bodies to both request decoders: they
+// FuzzDecodeRequest feeds arbitrary bodies to every request decoder (chat,
+// completions, responses, embeddings): they
 // must never panic, must either accept with a model and a prompt or refuse
 // with a 400/413-class OpenAI error, and an accepted prompt must tokenise
 // into at least one token.
@@ -19,6 +20,11 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"model":"m","prompt":"once"}`,
 		`{"model":"m","prompt":["once"],"max_tokens":2}`,
 		`{"model":"m","prompt":[1,2]}`,
+		`{"model":"m","input":"hi","instructions":"sys","max_output_tokens":4,"stream":true}`,
+		`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"}]},{"type":"message","role":"assistant","content":[{"type":"output_text","text":"b"}]},{"type":"function_call_output","call_id":"c","output":"1"},"s"]}`,
+		`{"model":"m","input":["a","b"],"encoding_format":"base64"}`,
+		`{"model":"m","input":[[1,2],[3]],"encoding_format":"float"}`,
+		`{"model":"m","input":[]}`,
 		`{"model":5}`,
 		`{"messages":{}}`,
 		`[]`,
@@ -32,7 +38,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		for _, parse := range []func([]byte) (*generation, *openai.Error){parseChat, parseCompletion} {
+		for _, parse := range []func([]byte) (*generation, *openai.Error){parseChat, parseCompletion, parseResponses} {
 			g, e := parse(body)
 			if (g == nil) == (e == nil) {
 				t.Fatalf("decoder returned generation %v and error %v", g, e)
@@ -59,6 +65,24 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 			lease.Commit()
 			lease.Release(g.replyBytes("ok"))
+		}
+		emb, e := parseEmbeddings(body)
+		if (emb == nil) == (e == nil) {
+			t.Fatalf("embeddings decoder returned %v and error %v", emb, e)
+		}
+		if e != nil {
+			if e.Status != 400 || e.Message == "" || e.Type == "" {
+				t.Fatalf("embeddings refusal %+v is not a 400 OpenAI error", e)
+			}
+			return
+		}
+		if emb.model == "" || len(emb.texts) == 0 || len(emb.texts) != len(emb.ids) {
+			t.Fatalf("accepted embeddings request %+v", emb)
+		}
+		for i, text := range emb.texts {
+			if text == nil && emb.ids[i] < 1 {
+				t.Fatalf("accepted an empty token-id input %d", i)
+			}
 		}
 	})
 }

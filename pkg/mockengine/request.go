@@ -33,6 +33,11 @@ type chatMessage struct {
 // text parts are concatenated, other parts (images, audio) stand in with
 // their JSON, since they occupy the prompt too.
 func contentText(i int, c any) (string, *openai.Error) {
+	return partsText(fmt.Sprintf("messages[%d].content", i), c)
+}
+
+// partsText is contentText for any field: param names the field in errors.
+func partsText(param string, c any) (string, *openai.Error) {
 	switch v := c.(type) {
 	case nil:
 		return "", nil
@@ -43,7 +48,7 @@ func contentText(i int, c any) (string, *openai.Error) {
 		for _, p := range v {
 			part, ok := p.(map[string]any)
 			if !ok {
-				return "", openai.BadRequest(fmt.Sprintf("messages[%d].content", i), "invalid_type", "messages[%d].content parts must be objects", i)
+				return "", openai.BadRequest(param, "invalid_type", "%s parts must be objects", param)
 			}
 			typ, _ := part["type"].(string)
 			if text, ok := part["text"].(string); ok && (typ == "text" || typ == "input_text" || typ == "output_text") {
@@ -55,7 +60,7 @@ func contentText(i int, c any) (string, *openai.Error) {
 		}
 		return sb.String(), nil
 	default:
-		return "", openai.BadRequest(fmt.Sprintf("messages[%d].content", i), "invalid_type", "messages[%d].content must be a string, an array of parts or null", i)
+		return "", openai.BadRequest(param, "invalid_type", "%s must be a string, an array of parts or null", param)
 	}
 }
 
@@ -76,7 +81,7 @@ type completionRequest struct {
 // generation is what every generating endpoint hands the engine: the prompt
 // bytes the KV cache sees, and how the reply extends them for the next turn.
 type generation struct {
-	kind         string // "chat" or "completion"
+	kind         string // "chat", "completion" or "responses"
 	model        string
 	prompt       []byte
 	stream       bool

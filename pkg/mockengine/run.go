@@ -61,7 +61,11 @@ func (r *run) complete() int {
 	text := joinTokens(r.tokens)
 	u := newUsage(r.promptTokens, r.cachedTokens, n)
 	created := r.e.clock.Now().Unix()
-	if r.g.kind == "completion" {
+	switch r.g.kind {
+	case "responses":
+		writeJSON(r.w, http.StatusOK, r.responseObject(created, true, text, n))
+		return n
+	case "completion":
 		writeJSON(r.w, http.StatusOK, map[string]any{
 			"id": r.requestID, "object": "text_completion", "created": created, "model": r.g.model,
 			"choices": []map[string]any{{"index": 0, "text": text, "finish_reason": r.finish, "logprobs": nil}},
@@ -80,6 +84,9 @@ func (r *run) complete() int {
 // stream sends the response as SSE, one flushed event per token, and
 // returns the tokens that reached the client before it left.
 func (r *run) stream() int {
+	if r.g.kind == "responses" {
+		return r.streamResponses()
+	}
 	h := r.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
