@@ -55,7 +55,11 @@ func (c *Collector) pollKV(ctx context.Context) {
 	}
 	g := c.gens[model]
 	if g == nil {
-		c.log.Warn("dropping KV-cache stats for a model with no live generation", "model", model)
+		// Before the first model is added (startup waits for the engine
+		// and calibrates first) this is expected, not worth a warning.
+		if len(c.gens) > 0 {
+			c.log.Warn("dropping KV-cache stats for a model with no live generation", "model", model)
+		}
 		return
 	}
 	changed := !g.kvSeen || g.kvCap != *kv.Capacity || g.kvUsed != *kv.Used || g.kvFree != *kv.Free
