@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -519,10 +520,20 @@ func (m *mockEngine) waitDone(t *testing.T, path string) {
 }
 
 // closedURL is the URL of a server that no longer listens.
+//
+// The port is taken from 127.0.0.2 while every test server listens on
+// 127.0.0.1: a freed port may be handed out again at once, and if the
+// relay's own test server got it, the relay would forward to itself
+// forever instead of failing to connect.
 func closedURL(t *testing.T) string {
 	t.Helper()
-	s := httptest.NewServer(http.NotFoundHandler())
-	u := s.URL
-	s.Close()
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := "http://" + ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
 	return u
 }
