@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -176,6 +178,8 @@ type harness struct {
 	backends map[string]*backend
 	tun      tunnels
 	upstream *http.Transport
+	// loopback is this harness's own 127.x.y.z address for its backends.
+	loopback string
 	inflight sync.WaitGroup
 }
 
@@ -185,7 +189,9 @@ type option func(*Config)
 // default configuration.
 func newHarness(t *testing.T, resolver Resolver, opts ...option) *harness {
 	t.Helper()
-	h := &harness{t: t, backends: map[string]*backend{}, reg: prometheus.NewRegistry()}
+	n := harnesses.Add(1)
+	h := &harness{t: t, backends: map[string]*backend{}, reg: prometheus.NewRegistry(),
+		loopback: fmt.Sprintf("127.0.%d.%d", 1+n/250, 2+n%250)}
 	h.m = NewMetrics(h.reg, "stargate_")
 	cfg := Defaults()
 	cfg.Clock = clock.Real{}
@@ -230,7 +236,15 @@ func newHarness(t *testing.T, resolver Resolver, opts ...option) *harness {
 // it a tunnel. Call it before the first request.
 func (h *harness) addBackend(sb state.Backend, reg *protocol.Registration) *backend {
 	b := &backend{}
-	b.srv = httptest.NewServer(http.HandlerFunc(b.serveHTTP))
+	// Each harness's backends listen on a loopback address of their own:
+	// tests close backends to make them refuse, and a freed 127.0.0.1 port
+	// could be handed to a parallel test's server, which would then answer.
+	ln, err := net.Listen("tcp", h.loopback+":0")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	b.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(b.serveHTTP)}}
+	b.srv.Start()
 	h.t.Cleanup(b.srv.Close)
 	u, err := url.Parse(b.srv.URL)
 	if err != nil {
@@ -241,6 +255,9 @@ func (h *harness) addBackend(sb state.Backend, reg *protocol.Registration) *back
 	h.store.Apply(sb, reg, time.Millisecond, true)
 	return b
 }
+
+// harnesses numbers harnesses so each gets its own loopback address.
+var harnesses atomic.Int64
 
 // validHeaders is a complete, valid header set for model m.
 func validHeaders() http.Header {
