@@ -3,7 +3,6 @@ package mockengine
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -129,21 +128,12 @@ func (e *Engine) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 		e.reject(w, oerr, "bad_request")
 		return
 	}
-	requestID := r.Header.Get(headers.RequestID)
-	if requestID == "" {
-		requestID = e.newID("embedding")
-	}
-	class := requestClass(requestID)
-	e.control.count("embeddings", emb.model, class)
-	ctx := r.Context()
-	if class == classPylon && !e.control.waitBringup(ctx, emb.model) {
+	requestID, ok := e.identify(r, "embeddings", "embedding", emb.model)
+	if !ok {
 		return
 	}
 	tokens := e.embeddingTokens(emb)
-	if err := e.slots.acquire(ctx); err != nil {
-		if errors.Is(err, errQueueFull) {
-			e.reject(w, openai.RateLimited("rate_limit_exceeded", "engine is at its concurrency limit and its waiting queue is full; retry later", 1), "queue_full")
-		}
+	if !e.acquire(w, r) {
 		return
 	}
 	defer e.slots.release()

@@ -132,16 +132,11 @@ func (e *Engine) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 		e.reject(w, oerr, "bad_request")
 		return
 	}
-	requestID := r.Header.Get(headers.RequestID)
-	if requestID == "" {
-		requestID = e.newID(g.kind)
-	}
-	class := requestClass(requestID)
-	e.control.count(endpoint, g.model, class)
-	ctx := r.Context()
-	if class == classPylon && !e.control.waitBringup(ctx, g.model) {
+	requestID, ok := e.identify(r, endpoint, g.kind, g.model)
+	if !ok {
 		return
 	}
+	ctx := r.Context()
 	if g.kind == "chat" && e.control.model(g.model).ChatFailure {
 		e.reject(w, openai.Unavailable("chat_failure", fmt.Sprintf("mock chat failure enabled for model %s", g.model)), "chat_failure")
 		return
@@ -157,10 +152,7 @@ func (e *Engine) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 	seq := e.kv.NewSequence(g.prompt)
 	promptTokens := seq.Tokens()
 
-	if err := e.slots.acquire(ctx); err != nil {
-		if errors.Is(err, errQueueFull) {
-			e.reject(w, openai.RateLimited("rate_limit_exceeded", "engine is at its concurrency limit and its waiting queue is full; retry later", 1), "queue_full")
-		}
+	if !e.acquire(w, r) {
 		return
 	}
 	defer e.slots.release()
@@ -218,6 +210,34 @@ func (e *Engine) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 // maxOutputTokens bounds x-output-tokens so a bad header cannot make one
 // request generate for hours.
 const maxOutputTokens = 1 << 20
+
+// identify names the request (x-request-id, else a generated id), counts it
+// for test control and holds pylon-generated traffic while its model's
+// bringup is blocked; false means the client left while held.
+func (e *Engine) identify(r *http.Request, endpoint, kind, model string) (string, bool) {
+	requestID := r.Header.Get(headers.RequestID)
+	if requestID == "" {
+		requestID = e.newID(kind)
+	}
+	class := requestClass(requestID)
+	e.control.count(endpoint, model, class)
+	if class == classPylon && !e.control.waitBringup(r.Context(), model) {
+		return "", false
+	}
+	return requestID, true
+}
+
+// acquire takes a running slot, answering 429 itself when the waiting room
+// is full; false means no slot (refused, or the client left while waiting).
+func (e *Engine) acquire(w http.ResponseWriter, r *http.Request) bool {
+	if err := e.slots.acquire(r.Context()); err != nil {
+		if errors.Is(err, errQueueFull) {
+			e.reject(w, openai.RateLimited("rate_limit_exceeded", "engine is at its concurrency limit and its waiting queue is full; retry later", 1), "queue_full")
+		}
+		return false
+	}
+	return true
+}
 
 // outputLength follows the reference: x-output-tokens when present, else
 // max_tokens capped by --num-tokens. The finish reason is "length" when the

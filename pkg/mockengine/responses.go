@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 
 	"github.com/stargate-router/stargate/pkg/openai"
 )
@@ -153,12 +152,8 @@ func (r *run) responseObject(created int64, completed bool, text string, generat
 // response.completed with the whole output and usage; no [DONE]. It returns
 // the tokens that reached the client.
 func (r *run) streamResponses() int {
-	h := r.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	r.w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(r.w)
-	if rc.Flush() != nil {
+	rc, ok := r.startSSE()
+	if !ok {
 		return 0
 	}
 	created := r.e.clock.Now().Unix()

@@ -87,12 +87,8 @@ func (r *run) stream() int {
 	if r.g.kind == "responses" {
 		return r.streamResponses()
 	}
-	h := r.w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	r.w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(r.w)
-	if rc.Flush() != nil {
+	rc, ok := r.startSSE()
+	if !ok {
 		return 0
 	}
 	created := r.e.clock.Now().Unix()
@@ -165,4 +161,15 @@ func (r *run) stream() int {
 		_ = rc.Flush()
 	}
 	return sent
+}
+
+// startSSE sends the 200 head of an event stream at once; false means the
+// client is gone.
+func (r *run) startSSE() (*http.ResponseController, bool) {
+	h := r.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	r.w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(r.w)
+	return rc, rc.Flush() == nil
 }
