@@ -117,6 +117,10 @@ type ModelStats struct {
 	StatsObservedAtUnixMs         uint64            `json:"stats_observed_at_unix_ms"`          // 15
 	StatsCapabilities             []string          `json:"stats_capabilities,omitempty"`       // 16
 	StatsSources                  []string          `json:"stats_sources,omitempty"`            // 17
+	// MaxInputTPS is the highest input throughput the pylon has measured
+	// since it started (the "generation peak"): pulsar's default rendezvous
+	// weight. 0 means not known yet.
+	MaxInputTPS float64 `json:"max_input_tps,omitempty"` // 18
 }
 
 // Capability and source labels (pylon.md §2.1 fields 16/17).

@@ -10,8 +10,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stargate-router/stargate/hub/internal/lb/powerofn"
+	"github.com/stargate-router/stargate/hub/internal/lbconfig"
+	"github.com/stargate-router/stargate/hub/internal/lbfactory"
 	"github.com/stargate-router/stargate/hub/internal/proxy"
+	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/hub/internal/tunnel"
 	"github.com/stargate-router/stargate/pkg/cli"
@@ -42,7 +44,36 @@ func newApp(cfg config, log *slog.Logger) (*app, error) {
 	m := proxy.NewMetrics(reg, cfg.MetricsPrefix)
 	clk := clock.Real{}
 	a := &app{cfg: cfg, log: log}
-	a.store = state.New(clk, state.OnActiveServers(m.ActiveServers))
+	lbCfg := lbconfig.Permissive()
+	var err error
+	if cfg.LBConfigPath != "" {
+		if lbCfg, err = lbconfig.Load(cfg.LBConfigPath); err != nil {
+			return nil, err
+		}
+		sum := lbCfg.Summary()
+		log.Info("load balancer config loaded", "path", cfg.LBConfigPath, "default_lb", sum.DefaultLB, "model_overrides", sum.ModelOverrides)
+	}
+	resolver, err := lbconfig.NewResolver(lbCfg, lbfactory.New, lbconfig.Options{Clock: clk, Registerer: reg,
+		MetricsPrefix: cfg.MetricsPrefix, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	gatewayToken := ""
+	if cfg.GatewayTokenFile != "" {
+		if gatewayToken, err = cli.ReadSecretFile(cfg.GatewayTokenFile); err != nil {
+			return nil, err
+		}
+	} else {
+		log.Warn("no --gateway-token-file: every caller's routing headers (x-routing-key, x-cache-affinity-key, x-stargate-*) are trusted; keep --listen reachable only by the gateway")
+	}
+	a.store = state.New(clk, state.OnActiveServers(func(t routing.Target, n int) {
+		m.ActiveServers(t, n)
+		if n == 0 {
+			// A target that empties starts afresh (hub.md §6.4): its
+			// round-robin counters and caches go with it.
+			resolver.Forget(t)
+		}
+	}))
 
 	backendLn, err := serve.Listen("backend-listen", cfg.BackendListen)
 	if err != nil {
@@ -73,12 +104,8 @@ func newApp(cfg config, log *slog.Logger) (*app, error) {
 	}
 	a.tunnels = tunnel.New(tcfg, registrar{a.store})
 
-	picker, err := powerofn.New(powerofn.Config{SampleCount: cfg.PowerOfNSampleCount})
-	if err != nil {
-		_ = backendLn.Close()
-		return nil, err
-	}
 	pcfg := proxy.Defaults()
+	pcfg.GatewayToken = gatewayToken
 	pcfg.MaxReplayBodyBytes = cfg.MaxReplayBodyBytes
 	pcfg.RetryBudgetHeader = cfg.RetryBudgetHeader
 	pcfg.MaxRequestRetries = cfg.MaxRequestRetries
@@ -86,7 +113,7 @@ func newApp(cfg config, log *slog.Logger) (*app, error) {
 	pcfg.RequirePylonRetrySignal = cfg.RequirePylonRetrySignal
 	pcfg.RequestTimeout = cfg.RequestTimeout
 	pcfg.Clock, pcfg.Log, pcfg.Metrics = clk, log, m
-	a.proxy = proxy.New(pcfg, a.store, a.tunnels, proxy.PowerOfNResolver{Picker: picker})
+	a.proxy = proxy.New(pcfg, a.store, a.tunnels, resolver)
 
 	apiLn, err := serve.Listen("listen", cfg.Listen)
 	if err != nil {

@@ -29,7 +29,8 @@ type config struct {
 	IdleTimeoutMin          time.Duration
 	IdleTimeoutMax          time.Duration
 	HealthInterval          time.Duration
-	PowerOfNSampleCount     int
+	LBConfigPath            string
+	GatewayTokenFile        string
 	TLSCertPath             string
 	TLSKeyPath              string
 	Pprof                   bool
@@ -43,7 +44,7 @@ func defaultConfig() config {
 		MaxReplayBodyBytes: 64 << 20, RetryBudgetHeader: headers.StargateMaxWaitMs,
 		MaxRequestRetries: 2, MaxConnectRetries: 2, RequirePylonRetrySignal: true,
 		RequestTimeout: 30 * time.Second, IdleTimeoutMin: 60 * time.Second, IdleTimeoutMax: 300 * time.Second,
-		HealthInterval: time.Second, PowerOfNSampleCount: 2,
+		HealthInterval: time.Second,
 	}
 }
 
@@ -69,7 +70,8 @@ func (c *config) register(fs *cli.FlagSet) {
 	fs.String(&c.TLSCertPath, "tls-cert-path", "HUB_TLS_CERT_PATH", "", "certificate (PEM) pylons verify on --backend-listen; with --tls-key-path enables TLS; re-read on every handshake")
 	fs.String(&c.TLSKeyPath, "tls-key-path", "HUB_TLS_KEY_PATH", "", "private key (PEM) of --tls-cert-path")
 	fs.Bool(&c.Pprof, "pprof", "HUB_PPROF", false, "serve the Go profiler under /debug/pprof/ on --metrics-listen")
-	fs.Int(&c.PowerOfNSampleCount, "power-of-n-sample-count", "HUB_POWER_OF_N_SAMPLE_COUNT", d.PowerOfNSampleCount, "clusters sampled per decision by power-of-n (1..64)")
+	fs.String(&c.LBConfigPath, "lb-config-path", "HUB_LB_CONFIG_PATH", "", "lb-config.json: algorithms per model, read once at startup; unset allows every algorithm with default settings")
+	fs.String(&c.GatewayTokenFile, "gateway-token-file", "HUB_GATEWAY_TOKEN_FILE", "", "file holding the token the gateway sends as Authorization: Bearer; when set, only requests bearing it may steer routing")
 }
 
 func (c *config) validate() error {
@@ -97,8 +99,10 @@ func (c *config) validate() error {
 	if c.IdleTimeoutMin < 0 || c.IdleTimeoutMax < 0 {
 		errs = append(errs, errors.New("--registration-update-idle-timeout-ms and --registration-update-max-idle-timeout-ms: must be >= 0 (0 disables)"))
 	}
-	if c.PowerOfNSampleCount < 1 || c.PowerOfNSampleCount > 64 {
-		errs = append(errs, fmt.Errorf("--power-of-n-sample-count: must be between 1 and 64, got %d", c.PowerOfNSampleCount))
+	if c.GatewayTokenFile != "" {
+		if _, err := cli.ReadSecretFile(c.GatewayTokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("--gateway-token-file: %w", err))
+		}
 	}
 	if (c.TLSCertPath == "") != (c.TLSKeyPath == "") {
 		errs = append(errs, errors.New("--tls-cert-path and --tls-key-path: set both or neither"))

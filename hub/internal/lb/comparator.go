@@ -115,7 +115,7 @@ func (c Comparator) Score(req *routing.Request, v *routing.ClusterView) Score {
 	s := &v.Stats
 	switch c {
 	case ComparatorQueueTime:
-		return Score{f: QueueMs(s, req.Priority)}
+		return Score{f: ViewQueueMs(v, req.Priority)}
 	case ComparatorInputWorkSeconds:
 		return Score{f: InputWorkSeconds(s, req.InputTokens)}
 	case ComparatorUtilization:

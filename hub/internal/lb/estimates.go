@@ -95,6 +95,33 @@ func QueueEstimateMs(s *protocol.ModelStats, p uint32) (ms uint64, ok bool) {
 	return QueueEstimate(s, p)
 }
 
+// ViewQueueEstimate is QueueEstimate of v's stats, reading the priority
+// map through v.Priorities when the store sorted it (the same answer, no
+// map iteration).
+func ViewQueueEstimate(v *routing.ClusterView, p uint32) (ms uint64, ok bool) {
+	if len(v.Priorities) == 0 || len(v.Priorities) != len(v.Stats.QueueTimeEstimateMsByPriority) {
+		return QueueEstimate(&v.Stats, p)
+	}
+	// Greatest priority ≤ p, or 0 when every key is above p. The slice
+	// holds the few priorities a pylon reports: a linear scan wins.
+	ms = 0
+	for _, e := range v.Priorities {
+		if e.Priority > p {
+			break
+		}
+		ms = e.Ms
+	}
+	return ms, true
+}
+
+// ViewQueueMs is QueueMs of v's stats through ViewQueueEstimate.
+func ViewQueueMs(v *routing.ClusterView, p uint32) float64 {
+	if ms, ok := ViewQueueEstimate(v, p); ok {
+		return float64(ms)
+	}
+	return DelayMs(float64(v.Stats.QueuedInputSize), InputTPS(&v.Stats))
+}
+
 // QueueMs is qest(s, p) when defined, else DelayMs(queued_input_size, tps),
 // which is +Inf whenever there is queued work.
 func QueueMs(s *protocol.ModelStats, p uint32) float64 {
@@ -115,7 +142,7 @@ func RTTMs(v *routing.ClusterView) float64 { return v.RTT.Seconds() * 1000 }
 // TTFTMs is rtt_ms + queue_ms + prefill_ms: the full time-to-first-token
 // estimate that the ttft comparator always uses.
 func TTFTMs(v *routing.ClusterView, tok uint64, p uint32) float64 {
-	return RTTMs(v) + QueueMs(&v.Stats, p) + PrefillMs(&v.Stats, tok)
+	return RTTMs(v) + ViewQueueMs(v, p) + PrefillMs(&v.Stats, tok)
 }
 
 // InputWorkSeconds is Delay(queued_input_size + tok, tps).

@@ -2,6 +2,7 @@ package lb
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -189,6 +190,30 @@ func TestPriorityMapEstimate(t *testing.T) {
 		got, ok := PriorityMapEstimate(m, tc.p)
 		if got != tc.want || ok != tc.wantOK {
 			t.Errorf("PriorityMapEstimate(p=%d) = %d, %v; want %d, %v", tc.p, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}
+
+// ViewQueueEstimate through the sorted slice answers exactly what
+// QueueEstimate answers from the map, for every priority.
+func TestViewQueueEstimateMatchesMap(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		m := map[uint32]uint64{}
+		for range r.IntN(6) {
+			m[uint32(r.IntN(10))] = uint64(r.IntN(1000))
+		}
+		v := routing.ClusterView{Stats: protocol.ModelStats{QueueTimeEstimateMsByPriority: m, QueuedInputSize: uint64(r.IntN(3)), LastMeanInputTPS: float64(r.IntN(2)) * 100}}
+		v.Priorities = routing.SortPriorities(m)
+		for p := range uint32(12) {
+			wms, wok := QueueEstimate(&v.Stats, p)
+			gms, gok := ViewQueueEstimate(&v, p)
+			if wms != gms || wok != gok {
+				t.Fatalf("map %v p %d: view (%d,%v), map (%d,%v)", m, p, gms, gok, wms, wok)
+			}
+			if ViewQueueMs(&v, p) != QueueMs(&v.Stats, p) && !(math.IsInf(QueueMs(&v.Stats, p), 1)) {
+				t.Fatalf("ViewQueueMs differs for %v p %d", m, p)
+			}
 		}
 	}
 }

@@ -26,7 +26,7 @@ type Picker interface {
 // before this request's own reservation).
 func NewDecision(snap *routing.Snapshot, i, rankDepth int, req *routing.Request) routing.Decision {
 	c := &snap.Clusters[i]
-	ms, ok := QueueEstimate(&c.Stats, req.Priority)
+	ms, ok := ViewQueueEstimate(c, req.Priority)
 	return routing.Decision{
 		Cluster:            i,
 		ClusterID:          c.ClusterID,

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,17 @@ type Metrics struct {
 	proxyDur        *prometheus.HistogramVec
 	routingDur      *prometheus.HistogramVec
 	activeInference *prometheus.GaugeVec
+	kvFallbacks     *prometheus.CounterVec
+	admissions      *prometheus.CounterVec
+	sessions        *prometheus.CounterVec
+	sessionTargets  sync.Map // sessionTarget → struct{}: targets whose six pairs exist
+}
+
+// sessionTarget is one label set of routing_session_selections_total before
+// its state and selection.
+type sessionTarget struct {
+	target    routing.Target
+	algorithm string
 }
 
 // NewMetrics registers the metrics on reg under prefix (default stargate_).
@@ -56,7 +68,17 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 		activeInference: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: prefix + "active_inference_servers",
 			Help: "Active backends per routing target."}, []string{"routing_key", "model"}),
 	}
-	reg.MustRegister(m.requests, m.attempts, m.retries, m.selections, m.exhaustedTotal, m.replayBuffer, m.proxyDur, m.routingDur, m.activeInference)
+	m.kvFallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "routing_kv_free_token_fallback_selections_total",
+		Help: "Selections that skipped a higher-ranked cluster for lack of free KV cache (consider_kv_free_tokens)."},
+		[]string{"routing_key", "model", "algorithm"})
+	m.admissions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "admission_rejections_total",
+		Help: "Requests rejected before routing: input_work_limit_exceeded or input_work_capacity_unavailable."},
+		[]string{"routing_key", "model", "reason"})
+	m.sessions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "routing_session_selections_total",
+		Help: "Selections of requests classified by last_cluster_affinity: session_state new|returning|stale, selection primary|fallback."},
+		[]string{"routing_key", "model", "algorithm", "session_state", "selection"})
+	reg.MustRegister(m.requests, m.attempts, m.retries, m.selections, m.exhaustedTotal, m.replayBuffer, m.proxyDur, m.routingDur,
+		m.activeInference, m.kvFallbacks, m.admissions, m.sessions)
 	return m
 }
 
@@ -114,4 +136,36 @@ func (m *Metrics) routingDuration(t routing.Target, d time.Duration) {
 	if m != nil {
 		m.routingDur.WithLabelValues(t.RoutingKey, t.Model).Observe(d.Seconds())
 	}
+}
+
+func (m *Metrics) kvFallback(t routing.Target, algorithm string) {
+	if m != nil {
+		m.kvFallbacks.WithLabelValues(t.RoutingKey, t.Model, algorithm).Inc()
+	}
+}
+
+func (m *Metrics) admissionRejected(t routing.Target, reason string) {
+	if m != nil {
+		m.admissions.WithLabelValues(t.RoutingKey, t.Model, reason).Inc()
+	}
+}
+
+// session counts one classified selection. The first time a (target,
+// algorithm) records one, all six state × selection pairs are created at
+// zero, so a dashboard's rate() of a pair that has not happened yet is 0,
+// not absent (hub.md §10.6).
+func (m *Metrics) session(t routing.Target, algorithm, state, selection string) {
+	if m == nil {
+		return
+	}
+	key := sessionTarget{target: t, algorithm: algorithm}
+	if _, seen := m.sessionTargets.Load(key); !seen {
+		for _, st := range [...]string{"new", "returning", "stale"} {
+			for _, sel := range [...]string{selectionPrimary, selectionFallback} {
+				m.sessions.WithLabelValues(t.RoutingKey, t.Model, algorithm, st, sel).Add(0)
+			}
+		}
+		m.sessionTargets.Store(key, struct{}{})
+	}
+	m.sessions.WithLabelValues(t.RoutingKey, t.Model, algorithm, state, selection).Inc()
 }

@@ -64,7 +64,7 @@ func TestHeaderParsingOrder(t *testing.T) {
 		{headers.RequestID, "missing_header"},
 		{headers.InputTokens, "invalid_header"},
 		{headers.Model, "missing_header"},
-		{headers.RoutingMethod, "unknown"},
+		{headers.RoutingMethod, "unknown_method"},
 		{headers.Priority, "invalid_header"},
 		{headers.MaxWaitMs, "invalid_header"},
 		{headers.RequestSLOMs, "invalid_header"},
@@ -119,7 +119,7 @@ func TestHeaderParsingValues(t *testing.T) {
 		{"model missing", headers.Model, "<del>", "missing_header", ""},
 		{"model blank", headers.Model, "\t", "missing_header", ""},
 		{"model control byte", headers.Model, "m\x00", "missing_header", ""},
-		{"routing method unknown", headers.RoutingMethod, "fastest", "unknown", ""},
+		{"routing method unknown", headers.RoutingMethod, "fastest", "unknown_method", ""},
 		{"routing method blank", headers.RoutingMethod, "  ", "invalid_routing_method", ""},
 		{"routing method not ASCII", headers.RoutingMethod, "power-of-n\u00a0", "invalid_routing_method", ""},
 		{"routing method unavailable: random", headers.RoutingMethod, "random", "unavailable", ""},
@@ -428,7 +428,7 @@ func expectedRejection(h http.Header) (param, code string) {
 		case "wait-and-widen", "groq-multiregion", "round-robin", "random", "pulsar", "pulsar-wait-and-widen", "pulsar-multiregion":
 			canonical = "other"
 		default:
-			return headers.RoutingMethod, "unknown"
+			return headers.RoutingMethod, "unknown_method"
 		}
 	}
 	for _, n := range []struct {

@@ -47,6 +47,19 @@ type Route struct {
 	Picker    lb.Picker
 	// RequireAffinityKey makes a request without x-cache-affinity-key a 400.
 	RequireAffinityKey bool
+	// MaxInputWorkSeconds is max_input_work_seconds (hub.md §5.10); it is
+	// enforced only when HasInputWorkLimit is set.
+	MaxInputWorkSeconds float64
+	HasInputWorkLimit   bool
+	// AdmissionNeedsWeight restricts input-work admission to clusters with a
+	// valid input TPS (pulsar and pulsar-wait-and-widen), and
+	// AdmissionConsidersKV also drops clusters that fail the free-KV check
+	// (consider_kv_free_tokens on those algorithms).
+	AdmissionNeedsWeight bool
+	AdmissionConsidersKV bool
+	// LastClusterAffinity reports that the algorithm classifies sessions, so
+	// the proxy records stargate_routing_session_selections_total.
+	LastClusterAffinity bool
 }
 
 // Resolver picks the load balancer for a target and the requested
@@ -72,8 +85,17 @@ type Config struct {
 	RequirePylonRetrySignal bool
 	// RetryBudgetHeader is --proxy-retry-budget-header; empty disables it.
 	RetryBudgetHeader string
-	// MaxRoutingWait caps x-max-wait-ms (60 s).
+	// MaxRoutingWait caps x-max-wait-ms (60 s), and is the routing wait of
+	// a request without the header when its load balancer asks to wait.
 	MaxRoutingWait time.Duration
+	// MaxWaitPoll caps one sleep of a timed routing wait (25 ms), so a
+	// waiting request sees state changes soon after they happen.
+	MaxWaitPoll time.Duration
+	// GatewayToken is --gateway-token-file's token. When set, the routing
+	// and x-stargate-* headers of a request are honoured only if it carries
+	// Authorization: Bearer <token>; any other request has them removed
+	// before parsing, so it cannot steer routing.
+	GatewayToken string
 
 	Clock   clock.Clock
 	Log     *slog.Logger
@@ -93,6 +115,7 @@ func Defaults() Config {
 		RequirePylonRetrySignal: true,
 		RetryBudgetHeader:       headers.StargateMaxWaitMs,
 		MaxRoutingWait:          60 * time.Second,
+		MaxWaitPoll:             25 * time.Millisecond,
 	}
 }
 
@@ -147,7 +170,8 @@ type request struct {
 	rreq        routing.Request
 	body        []byte
 	start       time.Time
-	routeUntil  time.Time // zero: no routing wait
+	routeUntil  time.Time // zero: no x-max-wait-ms (no untimed re-polls)
+	waitUntil   time.Time // end of timed waits the load balancer asks for
 	budgetUntil time.Time // zero: no budget header (retries limited by counts only)
 	noRetries   bool      // budget header 0
 }
@@ -183,9 +207,11 @@ func (p *Proxy) parse(r *http.Request) (*request, *openai.Error) {
 		}
 		// Step 4 rejects an unknown name before the numeric headers are
 		// read; whether a known one is configured is step 8 (Resolve).
-		if _, ok := NormalizeAlgorithm(v); !ok {
-			p.cfg.Log.Warn("invalid routing algorithm header", "request_id", id, "model", model, "rejection_reason", "unknown")
-			return nil, openai.BadRequest(headers.RoutingMethod, "unknown", "unknown routing algorithm %q", v)
+		// A routing expression (method;k=v…) is parsed whole by the
+		// resolver, which reports its own error classes.
+		if _, ok := NormalizeAlgorithm(v); !ok && !strings.Contains(v, ";") {
+			p.cfg.Log.Warn("invalid routing algorithm header", "request_id", id, "model", model, "rejection_reason", "unknown_method")
+			return nil, openai.BadRequest(headers.RoutingMethod, "unknown_method", "unknown routing method %q", v)
 		}
 		requested = v
 	}
@@ -227,20 +253,40 @@ func (p *Proxy) parse(r *http.Request) (*request, *openai.Error) {
 			req.noRetries = budget == 0
 		}
 	}
+	req.waitUntil = req.start.Add(p.cfg.MaxRoutingWait)
 	if mwPresent {
 		req.routeUntil = req.start.Add(min(headers.MillisDuration(maxWait), p.cfg.MaxRoutingWait))
+		req.waitUntil = req.routeUntil
+	}
+	// The hint is consumed here and never forwarded (forwardHeaders drops
+	// it); a malformed one is no hint.
+	last, _ := headers.GetText(h, headers.StargateLastClusterID)
+	if len(last) > headers.MaxClusterIDLen {
+		last = ""
 	}
 	req.rreq = routing.Request{
 		ID: id, InputTokens: tok, Priority: prio, AffinityKey: affinity,
 		SLO: headers.MillisDuration(slo), MaxWait: headers.MillisDuration(maxWait),
-		ReceivedAt: req.start,
+		ReceivedAt: req.start, LastClusterID: last,
 	}
 	return req, nil
 }
 
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
+	if p.cfg.GatewayToken != "" {
+		if bearerMatches(r.Header.Get("Authorization"), p.cfg.GatewayToken) {
+			// The token authenticated the gateway to this hub; it is not
+			// for the pylon or the engine.
+			r.Header.Del("Authorization")
+		} else {
+			stripSteering(r.Header)
+		}
+	}
 	req, oerr := p.parse(r)
 	if oerr != nil {
+		if oerr.Code != "" && oerr.Param == headers.RoutingMethod {
+			w.Header().Set(headers.StargateErrorCode, oerr.Code)
+		}
 		openai.WriteError(w, oerr)
 		return
 	}
@@ -267,6 +313,8 @@ type loop struct {
 	connectRetries  int
 	requestRetries  int
 	attempts        int
+	waits           int
+	waitLogged      bool
 	routingRecorded bool
 }
 
@@ -286,6 +334,12 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng 
 			}
 		}
 		req.rreq.Excluded = st.failedClusters
+		if eligible > 0 && req.route.HasInputWorkLimit {
+			if reason := admit(&req.route, &req.rreq, snap); reason != "" {
+				p.rejectAdmission(w, req, reason)
+				return
+			}
+		}
 		var dec routing.Decision
 		ok := false
 		now := p.cfg.Clock.Now()
@@ -293,13 +347,31 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng 
 			dec, ok = req.route.Picker.Pick(&req.rreq, snap, now, rng)
 		}
 		if !ok {
-			if candidates > 0 && eligible > 0 && !req.routeUntil.IsZero() && now.Before(req.routeUntil) {
-				wait := min(time.Duration(1+rng.IntN(9))*time.Millisecond, req.routeUntil.Sub(now))
-				if !clock.Sleep(p.cfg.Clock, r.Context().Done(), wait) {
-					p.cfg.Metrics.request(t, "", statusClientClosed)
-					return
+			if candidates > 0 && eligible > 0 {
+				// A timed wait the load balancer asked for (a locked bucket,
+				// the affinity wait, the next band), polled at most every
+				// MaxWaitPoll so fresh stats are seen; else the untimed
+				// 1–10 ms re-polls that x-max-wait-ms allows.
+				var wait time.Duration
+				switch {
+				case dec.Wait > 0 && now.Before(req.waitUntil):
+					wait = min(dec.Wait, p.cfg.MaxWaitPoll, req.waitUntil.Sub(now))
+				case !req.routeUntil.IsZero() && now.Before(req.routeUntil):
+					wait = min(time.Duration(1+rng.IntN(9))*time.Millisecond, req.routeUntil.Sub(now))
 				}
-				continue
+				if wait > 0 {
+					if !st.waitLogged {
+						st.waitLogged = true
+						p.cfg.Log.Debug("waiting for routing bucket eligibility", "request_id", req.rreq.ID,
+							"model", t.Model, "wait", dec.Wait)
+					}
+					st.waits++
+					if !clock.Sleep(p.cfg.Clock, r.Context().Done(), wait) {
+						p.cfg.Metrics.request(t, "", statusClientClosed)
+						return
+					}
+					continue
+				}
 			}
 			p.noCandidate(w, req, st, candidates)
 			return
@@ -314,7 +386,13 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng 
 			selection = "fallback"
 		}
 		p.cfg.Metrics.selection(t, req.route.Algorithm, selection)
-		qest, qok := lb.QueueEstimateMs(&cluster.Stats, req.rreq.Priority)
+		if dec.SelectedAfterKVFreeTokensSkip {
+			p.cfg.Metrics.kvFallback(t, req.route.Algorithm)
+		}
+		if req.route.LastClusterAffinity && req.rreq.Session != routing.SessionUnclassified {
+			p.recordSession(req, &dec)
+		}
+		qest, qok := lb.ViewQueueEstimate(&cluster, req.rreq.Priority)
 		next := p.tryCluster(w, r, req, st, cluster.ClusterID, qest, qok)
 		switch next {
 		case nextDone:

@@ -37,7 +37,7 @@ func (r PowerOfNResolver) Resolve(_ routing.Target, requested string) (Route, *o
 	if requested != "" {
 		name, ok := NormalizeAlgorithm(requested)
 		if !ok {
-			return Route{}, openai.BadRequest("x-routing-method", "unknown", "unknown routing algorithm %q", requested)
+			return Route{}, openai.BadRequest("x-routing-method", "unknown_method", "unknown routing method %q", requested)
 		}
 		if name != "power-of-n" {
 			return Route{}, openai.BadRequest("x-routing-method", "unavailable", "routing algorithm %q is not configured on this hub", name)

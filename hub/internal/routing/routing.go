@@ -1,6 +1,8 @@
 package routing
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/stargate-router/stargate/pkg/protocol"
@@ -34,6 +36,32 @@ type ClusterView struct {
 	// ActiveBackends is the number of active backends in the cluster for
 	// this target; it is at least 1 in a published snapshot.
 	ActiveBackends int
+	// Priorities is Stats.QueueTimeEstimateMsByPriority sorted by priority,
+	// built once when the view is published: estimates look priorities up
+	// on every decision for every cluster, and a sorted slice answers
+	// "greatest key ≤ p" without iterating a map. Nil when the map is empty
+	// or when the view was built by hand (estimates then read the map).
+	Priorities []PriorityEstimate
+}
+
+// PriorityEstimate is one entry of a queue-time-by-priority map.
+type PriorityEstimate struct {
+	Priority uint32
+	Ms       uint64
+}
+
+// SortPriorities returns m's entries sorted by priority, nil for an empty
+// map.
+func SortPriorities(m map[uint32]uint64) []PriorityEstimate {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]PriorityEstimate, 0, len(m))
+	for p, ms := range m {
+		out = append(out, PriorityEstimate{Priority: p, Ms: ms})
+	}
+	slices.SortFunc(out, func(a, b PriorityEstimate) int { return cmp.Compare(a.Priority, b.Priority) })
+	return out
 }
 
 // Snapshot is every cluster of one target that has at least one active
@@ -53,6 +81,27 @@ type Snapshot struct {
 	// (Target, Generation) therefore resets exactly when the reference resets
 	// it (hub.md §6.4).
 	Generation uint64
+}
+
+// Index returns the position of clusterID in s.Clusters, or -1. It
+// relies on Clusters being sorted by ClusterID, as every published snapshot
+// is.
+func (s *Snapshot) Index(clusterID string) int {
+	// By index, not slices.BinarySearchFunc: its callback takes each
+	// ClusterView by value, a few hundred bytes copied per probe.
+	lo, hi := 0, len(s.Clusters)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if s.Clusters[mid].ClusterID < clusterID {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < len(s.Clusters) && s.Clusters[lo].ClusterID == clusterID {
+		return lo
+	}
+	return -1
 }
 
 // Request is one routing request as a load balancer sees it. Zero durations
@@ -77,6 +126,47 @@ type Request struct {
 	// never be chosen. It is short (a handful of retries), so a slice with a
 	// linear scan beats a map and costs no allocation.
 	Excluded []string
+	// LastClusterID is the trusted x-stargate-last-cluster-id: the cluster
+	// that served this session's previous request, empty when there is no
+	// hint. Only algorithms with last_cluster_affinity read it.
+	LastClusterID string
+	// Session is the request's session classification (hub.md §10.3). It is
+	// a set-once cell: the first load-balancer decision that applies session
+	// rules sets it, and every later decision of the same request (timed
+	// waits, retries on other clusters) reuses it unchanged.
+	Session SessionState
+	// SessionPromoted records whether that first classification moved the
+	// last cluster to the front of the affinity order (for the log).
+	SessionPromoted bool
+}
+
+// SessionState classifies a request against its last-cluster hint.
+type SessionState uint8
+
+// The session states of hub.md §10.3. The zero value means the request was
+// never classified (feature off, or no affinity key).
+const (
+	SessionUnclassified SessionState = iota
+	// SessionNew: no usable hint.
+	SessionNew
+	// SessionReturning: the hint names a current candidate cluster.
+	SessionReturning
+	// SessionStale: the hint names a cluster outside the candidate set.
+	SessionStale
+)
+
+// String returns the label value: "new", "returning", "stale", or "" when
+// unclassified.
+func (s SessionState) String() string {
+	switch s {
+	case SessionNew:
+		return "new"
+	case SessionReturning:
+		return "returning"
+	case SessionStale:
+		return "stale"
+	}
+	return ""
 }
 
 // IsExcluded reports whether clusterID is in r.Excluded.
@@ -111,4 +201,13 @@ type Decision struct {
 	// Sampled is the number of clusters the algorithm looked at, when that
 	// is meaningful (power-of-n's effective sample count); 0 otherwise.
 	Sampled int
+	// GroupSize is the affinity group size a session-aware algorithm used
+	// (cache_affinity_backend_selection_count, or 1); it decides whether a
+	// new or stale session's selection counts as primary (hub.md §10.6).
+	GroupSize int
+	// Wait is set only when Pick reports no choice: a positive Wait means
+	// the algorithm expects a choice after that long (a locked bucket, the
+	// affinity wait, the next band opening), so the proxy waits and asks
+	// again instead of failing the request.
+	Wait time.Duration
 }

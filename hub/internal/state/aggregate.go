@@ -19,7 +19,8 @@ import (
 //     fields, num_running_queries, max_engine_concurrency,
 //     total_query_input_size, queue_time_estimate_ms_by_priority, and the
 //     view's UpdatedAt (the source's receive time);
-//   - max: stats_observed_at_unix_ms;
+//   - max: stats_observed_at_unix_ms, and max_input_tps when every backend
+//     reports a valid one (else 0);
 //   - ordered union: stats_capabilities and stats_sources, in backend-id
 //     order, first occurrence kept;
 //   - RTT: floor of the mean of the backends' RTTs in whole nanoseconds.
@@ -32,10 +33,16 @@ func aggregate(clusterID string, backends []*member, source string) routing.Clus
 		}
 	}
 	var out protocol.ModelStats
+	allPeaks := true
 	for _, m := range backends {
 		st := &m.stats
 		if validTPS(st.LastMeanInputTPS) {
 			out.LastMeanInputTPS += st.LastMeanInputTPS
+		}
+		if validTPS(st.MaxInputTPS) {
+			out.MaxInputTPS = max(out.MaxInputTPS, st.MaxInputTPS)
+		} else {
+			allPeaks = false
 		}
 		if st.OutputTPS >= 0 && !math.IsInf(st.OutputTPS, 1) {
 			out.OutputTPS += st.OutputTPS // NaN fails the test above
@@ -55,6 +62,12 @@ func aggregate(clusterID string, backends []*member, source string) routing.Clus
 	}
 	if math.IsInf(out.OutputTPS, 0) {
 		out.OutputTPS = 0
+	}
+	// A cluster's peak is its greatest backend peak, and only when every
+	// backend knows one: a backend still warming up would otherwise hide
+	// behind a sibling's number (hub.md §5.4 [L]).
+	if !allPeaks {
+		out.MaxInputTPS = 0
 	}
 	s := &src.stats
 	out.MaxOutputTPS = s.MaxOutputTPS

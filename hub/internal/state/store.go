@@ -491,6 +491,7 @@ func (cl *cluster) refresh() {
 	if cl.viewDirty {
 		cl.view = cl.base
 		applyReservations(&cl.view.Stats, cl.reservations)
+		cl.view.Priorities = routing.SortPriorities(cl.view.Stats.QueueTimeEstimateMsByPriority)
 		cl.viewDirty = false
 	}
 }

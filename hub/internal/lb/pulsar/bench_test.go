@@ -1,0 +1,97 @@
+package pulsar
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// benchPick runs the §9.2 choose-only loop: the 1024-request stream cycles
+// over the 64-cluster pool. One pass over the stream before the timer starts
+// fills the ranking cache, as the reference's warm-up iterations do, so the
+// timed loop measures steady-state decisions.
+func benchPick(b *testing.B, excluded []string) {
+	p, err := New(Config{Seed: microbenchSeed})
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap := microbenchSnapshot(microbenchClusters)
+	reqs := microbenchRequests(microbenchKeys, excluded)
+	rng := rand.New(rand.NewPCG(1, 2))
+	now := time.Unix(0, 0)
+	depth := 0
+	for i := range reqs {
+		if _, ok := p.Pick(&reqs[i], snap, now, rng); !ok {
+			b.Fatal("no decision")
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		d, ok := p.Pick(&reqs[i%len(reqs)], snap, now, rng)
+		if !ok {
+			b.Fatal("no decision")
+		}
+		depth += d.RankDepth
+		i++
+	}
+	b.ReportMetric(float64(depth)/float64(i), "rank_depth")
+}
+
+// BenchmarkPulsar is the lb-microbench `pulsar` scenario.
+func BenchmarkPulsar(b *testing.B) { benchPick(b, nil) }
+
+// BenchmarkPulsarOneExcluded is `pulsar-one-excluded`: cluster-0000 excluded.
+func BenchmarkPulsarOneExcluded(b *testing.B) { benchPick(b, []string{"cluster-0000"}) }
+
+// BenchmarkPulsarParallel runs the `pulsar` scenario from every P at once
+// through one Picker, to measure contention on the cache lock.
+func BenchmarkPulsarParallel(b *testing.B) {
+	p, err := New(Config{Seed: microbenchSeed})
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap := microbenchSnapshot(microbenchClusters)
+	reqs := microbenchRequests(microbenchKeys, nil)
+	for i := range reqs {
+		p.Pick(&reqs[i], snap, time.Time{}, nil)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, ok := p.Pick(&reqs[i%len(reqs)], snap, time.Time{}, nil); !ok {
+				b.Error("no decision")
+				return
+			}
+			i++
+		}
+	})
+}
+
+// BenchmarkPulsarRankMiss measures building one full 64-cluster ranking (a
+// cache miss), the cost the cache exists to avoid.
+func BenchmarkPulsarRankMiss(b *testing.B) {
+	r := NewRanker(microbenchSeed, WeightMaxInputTPS)
+	snap := microbenchSnapshot(microbenchClusters)
+	b.ReportAllocs()
+	for b.Loop() {
+		r.compute("cache-prefix-000001", snap)
+	}
+}
+
+// BenchmarkPulsarScan measures the O(n) answer for an uncached key.
+func BenchmarkPulsarScan(b *testing.B) {
+	p, err := New(Config{Seed: microbenchSeed})
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap := microbenchSnapshot(microbenchClusters)
+	req := microbenchRequests(1, []string{"cluster-0000"})[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		p.scan(&req, snap)
+	}
+}

@@ -1,0 +1,352 @@
+package lbconfig
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stargate-router/stargate/hub/internal/lb"
+)
+
+// TestParseErrors pins every configuration error message: each names the
+// place in the file, and where a field or algorithm is at fault, both.
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, json, want string
+		alg, field       string
+	}{
+		{"not an object", `[]`, "lb config must be a JSON object: got []", "", ""},
+		{"syntax", `{"default":`, "lb config must be a JSON object: unexpected end of JSON input", "", ""},
+		{"unknown top-level", `{"defaults":"random","zz":1}`, "unknown field(s): defaults, zz (want default, request_algorithms, models)", "", "defaults, zz"},
+		{"default object", `{"default":{"algorithm":"pulsar"}}`, "default: default must be an algorithm name only, not a detailed config object; it always has default settings (give settings under models or request_algorithms)", "", ""},
+		{"default number", `{"default":1}`, "default: default must be an algorithm name", "", ""},
+		{"default case-sensitive", `{"default":"Pulsar"}`, `default: unknown load-balancer algorithm "Pulsar" (want one of power-of-n, wait-and-widen, round-robin, random, pulsar, pulsar-wait-and-widen or an alias; names are case-sensitive)`, "", ""},
+		{"entry type", `{"models":{"llama":7}}`, `models["llama"]: load-balancer model config must be an algorithm name or detailed config object`, "", ""},
+		{"entry array", `{"request_algorithms":{"pulsar":[]}}`, `request_algorithms["pulsar"]: load-balancer model config must be an algorithm name or detailed config object`, "", ""},
+		{"missing tag", `{"models":{"llama":{"seed":"x"}}}`, `models["llama"]: detailed config object needs an "algorithm" field`, "", "algorithm"},
+		{"tag not string", `{"models":{"llama":{"algorithm":null}}}`, `models["llama"]: algorithm must be an algorithm name`, "", "algorithm"},
+		{"unsupported sorted", `{"models":{"llama":{"algorithm":"power-of-n","seed":"x","n":2}}}`, `models["llama"]: power-of-n config does not support field(s): n, seed`, "power-of-n", "n, seed"},
+		{"unsupported uses canonical name", `{"models":{"m":{"algorithm":"groq-multiregion","consider_kv_free_tokens":true}}}`, `models["m"]: wait-and-widen config does not support field(s): consider_kv_free_tokens`, "wait-and-widen", "consider_kv_free_tokens"},
+		{"round-robin takes nothing", `{"models":{"m":{"algorithm":"round-robin","comparator":"ttft"}}}`, `models["m"]: round-robin config does not support field(s): comparator`, "round-robin", "comparator"},
+		{"random takes nothing", `{"models":{"m":{"algorithm":"random","sample_count":2}}}`, `models["m"]: random config does not support field(s): sample_count`, "random", "sample_count"},
+		{"pulsar fields", `{"models":{"m":{"algorithm":"pulsar","n":1,"band_widen_interval_ms":3}}}`, `models["m"]: pulsar config does not support field(s): band_widen_interval_ms, n`, "pulsar", "band_widen_interval_ms, n"},
+		{"W&W band", `{"models":{"m":{"algorithm":"wait-and-widen","band_widen_interval_ms":1,"fallback_max_queued":1,"rendezvous_weight":"max-input-tps"}}}`, `models["m"]: wait-and-widen config does not support field(s): band_widen_interval_ms, fallback_max_queued, rendezvous_weight`, "wait-and-widen", "band_widen_interval_ms, fallback_max_queued, rendezvous_weight"},
+		{"last_cluster_affinity power-of-n", `{"models":{"m":{"algorithm":"power-of-n","last_cluster_affinity":true}}}`, `models["m"]: power-of-n config does not support field(s): last_cluster_affinity`, "power-of-n", "last_cluster_affinity"},
+		{"last_cluster_affinity pulsar", `{"request_algorithms":{"pulsar":{"algorithm":"pulsar","last_cluster_affinity":false}}}`, `request_algorithms["pulsar"]: pulsar config does not support field(s): last_cluster_affinity`, "pulsar", "last_cluster_affinity"},
+		{"last_cluster_affinity random", `{"models":{"m":{"algorithm":"random","last_cluster_affinity":true}}}`, `models["m"]: random config does not support field(s): last_cluster_affinity`, "random", "last_cluster_affinity"},
+		{"last_cluster_affinity round-robin", `{"models":{"m":{"algorithm":"round-robin","last_cluster_affinity":true}}}`, `models["m"]: round-robin config does not support field(s): last_cluster_affinity`, "round-robin", "last_cluster_affinity"},
+		{"sample_count 0", `{"models":{"m":{"algorithm":"power-of-n","sample_count":0}}}`, `models["m"]: power-of-n sample_count must be between 1 and 64, got 0`, "power-of-n", "sample_count"},
+		{"sample_count 65", `{"models":{"m":{"algorithm":"powerOfN","sample_count":65}}}`, `models["m"]: power-of-n sample_count must be between 1 and 64, got 65`, "power-of-n", "sample_count"},
+		{"comparator unknown", `{"models":{"m":{"algorithm":"power-of-n","comparator":"fastest"}}}`, `models["m"]: power-of-n comparator must be one of ttft, queue-time, input-work-seconds, utilization, num-requests-queued, got "fastest"`, "power-of-n", "comparator"},
+		{"comparator null", `{"models":{"m":{"algorithm":"wait-and-widen","comparator":null}}}`, `models["m"]: wait-and-widen comparator must be one of ttft, queue-time, input-work-seconds, utilization, num-requests-queued, got null`, "wait-and-widen", "comparator"},
+		{"comparator on P-W&W", `{"models":{"m":{"algorithm":"pulsar-multiregion","comparator":"ttft"}}}`, `models["m"]: comparator is not supported for pulsar-wait-and-widen`, "pulsar-wait-and-widen", "comparator"},
+		{"scale range", `{"models":{"m":{"algorithm":"wait-and-widen","cache_affinity_input_tokens_scale":1.5}}}`, `models["m"]: wait-and-widen cache_affinity_input_tokens_scale must be between 0.0 and 1.0, got 1.5`, "wait-and-widen", "cache_affinity_input_tokens_scale"},
+		{"scale negative", `{"models":{"m":{"algorithm":"pulsar-wait-and-widen","cache_affinity_input_tokens_scale":-0.1}}}`, `models["m"]: pulsar-wait-and-widen cache_affinity_input_tokens_scale must be between 0.0 and 1.0, got -0.1`, "pulsar-wait-and-widen", "cache_affinity_input_tokens_scale"},
+		{"bool type", `{"models":{"m":{"algorithm":"random","require_cache_affinity_key":"yes"}}}`, `models["m"]: random require_cache_affinity_key must be true or false, got "yes"`, "random", "require_cache_affinity_key"},
+		{"uint negative", `{"models":{"m":{"algorithm":"wait-and-widen","n":-1}}}`, `models["m"]: wait-and-widen n must be a non-negative integer, got -1`, "wait-and-widen", "n"},
+		{"uint fraction", `{"models":{"m":{"algorithm":"wait-and-widen","max_queued":1.5}}}`, `models["m"]: wait-and-widen max_queued must be a non-negative integer, got 1.5`, "wait-and-widen", "max_queued"},
+		{"float type", `{"models":{"m":{"algorithm":"pulsar","max_input_work_seconds":"3"}}}`, `models["m"]: pulsar max_input_work_seconds must be a number, got "3"`, "pulsar", "max_input_work_seconds"},
+		{"string type", `{"models":{"m":{"algorithm":"pulsar","seed":5}}}`, `models["m"]: pulsar seed must be a string, got 5`, "pulsar", "seed"},
+		{"weight name", `{"models":{"m":{"algorithm":"pulsar","rendezvous_weight":"tps"}}}`, `models["m"]: pulsar rendezvous_weight must be one of max-input-tps, last-mean-input-tps, got "tps"`, "pulsar", "rendezvous_weight"},
+		{"ms overflow", `{"models":{"m":{"algorithm":"wait-and-widen","cache_affinity_wait_ms":18446744073709551615}}}`, `models["m"]: wait-and-widen cache_affinity_wait_ms must be at most 9223372036854, got 18446744073709551615`, "wait-and-widen", "cache_affinity_wait_ms"},
+		{"key mismatch", `{"request_algorithms":{"pulsar":"random"}}`, `request_algorithms["pulsar"]: request_algorithms key pulsar does not match configured algorithm random`, "random", ""},
+		{"key mismatch detailed", `{"models":{"llama":{"algorithm":"random","request_algorithms":{"pulsar":{"algorithm":"wait-and-widen"}}}}}`, `models["llama"].request_algorithms["pulsar"]: request_algorithms key pulsar does not match configured algorithm wait-and-widen`, "wait-and-widen", ""},
+		{"key unknown", `{"request_algorithms":{"fast":"random"}}`, `request_algorithms["fast"]: request_algorithms key fast does not match configured algorithm random`, "random", ""},
+		{"duplicate via alias", `{"request_algorithms":{"power-of-n":"power-of-n","power-of-two":"powerof2"}}`, `request_algorithms["power-of-two"]: request_algorithms keys power-of-n and power-of-two both name algorithm power-of-n`, "power-of-n", ""},
+		{"field error in nested model entry", `{"models":{"llama":{"algorithm":"random","request_algorithms":{"pulsar":{"algorithm":"pulsar","n":3}}}}}`, `models["llama"].request_algorithms["pulsar"]: pulsar config does not support field(s): n`, "pulsar", "n"},
+		{"discarded nested still parsed", `{"request_algorithms":{"pulsar":{"algorithm":"pulsar","request_algorithms":{"x":5}}}}`, `request_algorithms["pulsar"].request_algorithms["x"]: load-balancer model config must be an algorithm name or detailed config object`, "", ""},
+		{"models not object", `{"models":[]}`, `models: must be an object of model id to entry: got []`, "", ""},
+		{"request_algorithms not object", `{"request_algorithms":"pulsar"}`, `request_algorithms: must be an object of algorithm name to entry: got "pulsar"`, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tc.json))
+			if err == nil {
+				t.Fatalf("Parse(%s) succeeded", tc.json)
+			}
+			if err.Error() != tc.want {
+				t.Fatalf("Parse(%s)\n got: %s\nwant: %s", tc.json, err, tc.want)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %T is not a *ConfigError", err)
+			}
+			if ce.Algorithm != tc.alg || ce.Field != tc.field {
+				t.Errorf("Algorithm, Field = %q, %q; want %q, %q", ce.Algorithm, ce.Field, tc.alg, tc.field)
+			}
+		})
+	}
+}
+
+func TestFieldErrorIsExposed(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte(`{"models":{"m":{"algorithm":"power-of-n","sample_count":99}}}`))
+	var fe *lb.FieldError
+	if !errors.As(err, &fe) || fe.Algorithm != "power-of-n" || fe.Field != "sample_count" {
+		t.Fatalf("errors.As(*lb.FieldError) = %v (%v)", fe, err)
+	}
+}
+
+func mustParse(t testing.TB, s string) *Config {
+	t.Helper()
+	c, err := Parse([]byte(s))
+	if err != nil {
+		t.Fatalf("Parse(%s): %v", s, err)
+	}
+	return c
+}
+
+func modelDef(t *testing.T, c *Config, model string) *Definition {
+	t.Helper()
+	d, ok := c.Resolve(model, 0)
+	if !ok {
+		t.Fatalf("no definition for %q", model)
+	}
+	return d
+}
+
+// TestDefaults checks the documented defaults of a bare entry of each
+// algorithm, and that null means unset.
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `{"models":{
+		"pon":"power-of-n", "ww":"wait-and-widen", "pww":"pulsar-wait-and-widen", "pul":"pulsar",
+		"nulls":{"algorithm":"wait-and-widen","n":null,"seed":null,"cache_affinity_virtual_nodes":null,"max_queue_time_floor_ms":null}}}`)
+	want := Effective{
+		SampleCount: 2, HasComparator: true, Comparator: lb.ComparatorTTFT, VirtualNodes: 150,
+		TTFTBucketSize: 20 * time.Millisecond, NextBucketUnlockFactor: 0.25, N: 2, CacheAffinityInputTokensScale: 1,
+		RendezvousWeight: WeightMaxInputTPS,
+	}
+	for _, m := range []string{"pon", "ww", "pul", "nulls"} {
+		if got := *modelDef(t, c, m).Effective(); got != want {
+			t.Errorf("%s: %+v\nwant %+v", m, got, want)
+		}
+	}
+	pww := want
+	pww.HasComparator = false
+	if got := *modelDef(t, c, "pww").Effective(); got != pww {
+		t.Errorf("pww: %+v", got)
+	}
+	if s := modelDef(t, c, "nulls").Settings(); s.N != nil || s.Seed != nil {
+		t.Errorf("null set a field: %+v", s)
+	}
+}
+
+// TestNormalisation covers the silent normalisation of hub.md §2.4.
+func TestNormalisation(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `{"models":{
+		"zeros":{"algorithm":"wait-and-widen","n":0,"cache_affinity_virtual_nodes":0,"cache_affinity_backend_selection_count":0,"ttft_bucket_size_ms":0},
+		"set":{"algorithm":"pulsar-wait-and-widen","n":5,"cache_affinity_virtual_nodes":7,"cache_affinity_backend_selection_count":3,
+			"max_queue_time_floor_ms":500,"max_queue_time_ceil_ms":100,"next_bucket_unlock_factor":-2,"max_queued":4,
+			"ignore_queue_time":true,"ignore_input_processing_time":true,"cache_affinity_wait_ms":30,
+			"cache_affinity_input_tokens_scale":0,"band_widen_interval_ms":0,"fallback_max_queued":2,
+			"consider_kv_free_tokens":true,"rendezvous_weight":"last-mean-input-tps","seed":"s","last_cluster_affinity":true,
+			"require_cache_affinity_key":true,"require_input_tokens":true,"max_input_work_seconds":-1},
+		"floor":{"algorithm":"wait-and-widen","max_queue_time_floor_ms":10,"comparator":"utilization"},
+		"pon":{"algorithm":"power-of-n","sample_count":64,"comparator":"num-requests-queued"}}}`)
+	z := modelDef(t, c, "zeros").Effective()
+	if z.N != 1 || z.VirtualNodes != 1 || z.SelectionCount != 0 || z.TTFTBucketSize != 0 {
+		t.Errorf("zeros: %+v", z)
+	}
+	s := modelDef(t, c, "set").Effective()
+	want := Effective{
+		RequireCacheAffinityKey: true, RequireInputTokens: true, MaxInputWorkSeconds: -1, HasInputWorkLimit: true,
+		SampleCount: 2, Seed: "s", VirtualNodes: 7, SelectionCount: 3,
+		QueueSLO: true, MaxQueueTimeFloor: 500 * time.Millisecond, MaxQueueTimeCeil: 100 * time.Millisecond, // not reordered
+		TTFTBucketSize: 20 * time.Millisecond, NextBucketUnlockFactor: -2, N: 5, MaxQueued: 4,
+		IgnoreQueueTime: true, IgnoreInputProcessingTime: true, CacheAffinityWait: 30 * time.Millisecond,
+		CacheAffinityInputTokensScale: 0, LastClusterAffinity: true, ConsiderKVFreeTokens: true,
+		RendezvousWeight: WeightLastMeanInputTPS, BandWidenInterval: 0, BandWidenIntervalSet: true, FallbackMaxQueued: 2,
+	}
+	if *s != want {
+		t.Errorf("set:\n got %+v\nwant %+v", *s, want)
+	}
+	if got := s.BandWidenIntervalFor(time.Second); got != 0 {
+		t.Errorf("explicit 0 band interval followed the wait: %v", got)
+	}
+	f := modelDef(t, c, "floor").Effective()
+	if f.QueueSLO || f.Comparator != lb.ComparatorUtilization {
+		t.Errorf("floor only: %+v", f)
+	}
+	if f.BandWidenIntervalSet || f.BandWidenIntervalFor(40*time.Millisecond) != 40*time.Millisecond {
+		t.Errorf("unset band interval does not follow the wait")
+	}
+	p := modelDef(t, c, "pon").Effective()
+	if p.SampleCount != 64 || p.Comparator != lb.ComparatorNumRequestsQueued {
+		t.Errorf("pon: %+v", p)
+	}
+}
+
+func TestAliasesAndCase(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]Algorithm{
+		"power-of-two": PowerOfN, "powerOf2": PowerOfN, "powerOfN": PowerOfN, "powerof2": PowerOfN, "powerofn": PowerOfN,
+		"groq-multiregion": WaitAndWiden, "pulsar-multiregion": PulsarWaitAndWiden, "round-robin": RoundRobin,
+	} {
+		if got, ok := ParseAlgorithm(name); !ok || got != want {
+			t.Errorf("ParseAlgorithm(%q) = %v, %v", name, got, ok)
+		}
+	}
+	for _, bad := range []string{"Pulsar", "POWER-OF-N", "power_of_n", "roundrobin", ""} {
+		if _, ok := ParseAlgorithm(bad); ok {
+			t.Errorf("file name %q accepted", bad)
+		}
+	}
+	for name, want := range map[string]Algorithm{
+		"POWER_OF_TWO": PowerOfN, " PowerOf2 ": PowerOfN, "Pulsar_Wait_And_Widen": PulsarWaitAndWiden,
+		"GROQ-MULTIREGION": WaitAndWiden, "round_robin": RoundRobin,
+	} {
+		if got, ok := ParseMethod(name); !ok || got != want {
+			t.Errorf("ParseMethod(%q) = %v, %v", name, got, ok)
+		}
+	}
+	for _, bad := range []string{"fastest", "", strings.Repeat("a", 40), "power of n"} {
+		if _, ok := ParseMethod(bad); ok {
+			t.Errorf("header %q accepted", bad)
+		}
+	}
+}
+
+// TestPermissiveVsEmpty pins the trap of hub.md §11: no file offers every
+// algorithm, an empty file only power-of-n.
+func TestPermissiveVsEmpty(t *testing.T) {
+	t.Parallel()
+	p := Permissive()
+	empty := mustParse(t, `{}`)
+	for _, a := range algorithms {
+		d, ok := p.Resolve("any", a)
+		if !ok || d.Algorithm() != a || d.Effective().Seed != "" {
+			t.Errorf("permissive %s: %v %v", a, d, ok)
+		}
+		_, ok = empty.Resolve("any", a)
+		if ok != (a == PowerOfN) {
+			t.Errorf("{} %s available = %v", a, ok)
+		}
+	}
+	if s := p.Summary(); s != (Summary{DefaultLB: "power-of-n", ModelOverrides: 0}) {
+		t.Errorf("permissive summary %+v", s)
+	}
+	if n := len(p.Definitions()); n != 7 {
+		t.Errorf("permissive has %d definitions, want 7", n)
+	}
+	if s := mustParse(t, `{"default":"pulsar-multiregion","models":{"a":"random","b":"pulsar"}}`).Summary(); s != (Summary{DefaultLB: "pulsar-wait-and-widen", ModelOverrides: 2}) {
+		t.Errorf("summary %+v", s)
+	}
+}
+
+// TestResolveOrder walks hub.md §2.6 step by step.
+func TestResolveOrder(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `{
+		"default": "pulsar",
+		"request_algorithms": {
+			"pulsar": {"algorithm":"pulsar","seed":"top-pulsar"},
+			"round-robin": "round-robin",
+			"wait-and-widen": {"algorithm":"wait-and-widen","seed":"top-ww"}
+		},
+		"models": {
+			"llama": {"algorithm":"random","request_algorithms":{
+				"wait-and-widen":{"algorithm":"wait-and-widen","seed":"llama-ww"},
+				"random":{"algorithm":"random","require_cache_affinity_key":true},
+				"pulsar":{"algorithm":"pulsar","seed":"llama-pulsar","request_algorithms":{"random":"random"}}}},
+			"mistral": "power-of-n"
+		}}`)
+	seed := func(d *Definition) string { return d.Effective().Seed }
+	// Step 2: no override → configured.
+	if d := modelDef(t, c, "other"); d.Algorithm() != Pulsar || seed(d) != "" {
+		t.Errorf("default configured = %v %q", d, seed(d))
+	}
+	// Step 3 first: the configured algorithm wins over a detailed entry of
+	// the same name (the unseeded default, not "top-pulsar").
+	d, _ := c.Resolve("other", Pulsar)
+	if d != modelDef(t, c, "other") || seed(d) != "" {
+		t.Errorf("configured-first trap: got seed %q", seed(d))
+	}
+	d, _ = c.Resolve("llama", Random)
+	if d != modelDef(t, c, "llama") || d.Effective().RequireCacheAffinityKey {
+		t.Errorf("model configured-first trap: %+v", d.Effective())
+	}
+	// Step 4: the set's own entry.
+	if d, _ := c.Resolve("llama", WaitAndWiden); seed(d) != "llama-ww" {
+		t.Errorf("llama ww seed %q", seed(d))
+	}
+	if d, _ := c.Resolve("llama", Pulsar); seed(d) != "llama-pulsar" {
+		t.Errorf("llama pulsar seed %q", seed(d))
+	}
+	if d, _ := c.Resolve("other", WaitAndWiden); seed(d) != "top-ww" {
+		t.Errorf("top ww seed %q", seed(d))
+	}
+	// Step 5: a model set falls back to the top-level map.
+	if d, ok := c.Resolve("llama", RoundRobin); !ok || d.Algorithm() != RoundRobin {
+		t.Errorf("llama round-robin fallback: %v %v", d, ok)
+	}
+	if d, ok := c.Resolve("mistral", WaitAndWiden); !ok || seed(d) != "top-ww" {
+		t.Errorf("mistral ww fallback: %v %v", d, ok)
+	}
+	// Step 6: unavailable.
+	for _, tc := range []struct {
+		model string
+		alg   Algorithm
+	}{{"llama", PowerOfN}, {"other", Random}, {"other", PowerOfN}, {"mistral", PulsarWaitAndWiden}} {
+		if d, ok := c.Resolve(tc.model, tc.alg); ok {
+			t.Errorf("%s/%s resolved to %v", tc.model, tc.alg, d)
+		}
+	}
+	// The nested request_algorithms of an entry is discarded.
+	if n := len(c.Definitions()); n != 1+3+1+3+1 {
+		t.Errorf("definitions = %d", n)
+	}
+}
+
+func TestLoad(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.json")
+	if _, err := Load(missing); err == nil || !strings.HasPrefix(err.Error(), "failed to read lb config file: "+missing) {
+		t.Errorf("missing: %v", err)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"default":"x"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(bad)
+	var ce *ConfigError
+	if err == nil || !strings.HasPrefix(err.Error(), "failed to parse lb config file: "+bad+": default: unknown load-balancer algorithm") || !errors.As(err, &ce) {
+		t.Errorf("bad: %v", err)
+	}
+	good := filepath.Join(dir, "good.json")
+	if err := os.WriteFile(good, []byte(`{"default":"random"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Load(good); err != nil || c.Summary().DefaultLB != "random" {
+		t.Errorf("good: %v", err)
+	}
+}
+
+// FuzzParse checks that no document makes Parse panic, and that whatever it
+// accepts resolves without a nil definition.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"default":"pulsar"}`, `{"models":{"m":{"algorithm":"wait-and-widen","n":0}}}`,
+		`{"request_algorithms":{"pulsar":{"algorithm":"pulsar","request_algorithms":{"x":"random"}}}}`,
+		`{"models":{"m":{"algorithm":"power-of-n","comparator":null}}}`, `[`, `null`, `{"models":{"m":7}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			return
+		}
+		for _, a := range append([]Algorithm{0}, algorithms[:]...) {
+			if d, ok := c.Resolve("m", a); ok && d == nil {
+				t.Fatal("nil definition")
+			}
+		}
+	})
+}

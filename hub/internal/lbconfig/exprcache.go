@@ -1,0 +1,195 @@
+package lbconfig
+
+import (
+	"strings"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stargate-router/stargate/hub/internal/proxy"
+	"github.com/stargate-router/stargate/hub/internal/routing"
+	"github.com/stargate-router/stargate/pkg/openai"
+)
+
+// outcome is the cache label of stargate_routing_expressions_total.
+type outcome uint8
+
+const (
+	// outcomeHit: the expression was one of the target's two cached ones.
+	outcomeHit outcome = iota
+	// outcomeBuild: the target had no (live) cached expressions.
+	outcomeBuild
+	// outcomeRebuild: the target had cached expressions, none this one;
+	// the new one replaced the older of the two.
+	outcomeRebuild
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"hit", "build", "rebuild"}
+
+// compiled is one compiled expression of one target: its definition's
+// Route, holding the target's own picker instance.
+type compiled struct {
+	raw   string
+	alg   Algorithm
+	route proxy.Route
+}
+
+// exprPair is a target's two most recent distinct expressions. Gateway
+// replicas whose model metadata caches disagree send the old and the new
+// expression alternately for a while; keeping both makes that a run of hits
+// rather than a rebuild per switch. It is replaced whole, never modified,
+// so readers need no lock.
+type exprPair struct{ cur, prev *compiled }
+
+type exprEntry struct {
+	pair atomic.Pointer[exprPair]
+	// used is the clock time (Unix ns) of the last hit or build.
+	used atomic.Int64
+}
+
+// lookup compares byte for byte: equivalent spellings are different cache
+// entries, which keeps a hit to two string compares.
+func (e *exprEntry) lookup(raw string) *compiled {
+	p := e.pair.Load()
+	if p.cur.raw == raw {
+		return p.cur
+	}
+	if p.prev != nil && p.prev.raw == raw {
+		return p.prev
+	}
+	return nil
+}
+
+func (r *Resolver) resolveExpression(t routing.Target, raw string) (proxy.Route, *openai.Error) {
+	now := r.clock.Now().UnixNano()
+	r.exprMu.RLock()
+	e := r.exprs[t]
+	r.exprMu.RUnlock()
+	if e != nil && now-e.used.Load() < r.idle {
+		if c := e.lookup(raw); c != nil {
+			e.used.Store(now)
+			r.counters[c.alg][outcomeHit].Inc()
+			return c.route, nil
+		}
+	}
+	// Compile outside the lock: a miss must not stall other targets' hits.
+	d, rej := r.cfg.Compile(t.Model, raw)
+	if rej != nil {
+		return proxy.Route{}, badRequest(rej)
+	}
+	p, err := r.factory(d)
+	if err != nil {
+		return proxy.Route{}, badRequest(reject(ClassInvalidValue, "%v", err))
+	}
+	// Clone: raw may point into the request's header buffer.
+	c := &compiled{raw: strings.Clone(raw), alg: d.alg, route: routeFor(d, p)}
+
+	r.exprMu.Lock()
+	out := outcomeBuild
+	e = r.exprs[t]
+	if e != nil && now-e.used.Load() >= r.idle {
+		delete(r.exprs, t)
+		e = nil
+	}
+	switch {
+	case e == nil:
+		if len(r.exprs) >= r.max {
+			r.evictLocked(now)
+		}
+		e = &exprEntry{}
+		e.pair.Store(&exprPair{cur: c})
+		r.exprs[t] = e
+	case e.lookup(raw) != nil:
+		// Another request built the same expression meanwhile; use its
+		// instance so the target keeps one per expression.
+		c, out = e.lookup(raw), outcomeHit
+	default:
+		e.pair.Store(&exprPair{cur: c, prev: e.pair.Load().cur})
+		out = outcomeRebuild
+	}
+	e.used.Store(now)
+	r.exprMu.Unlock()
+	r.counters[c.alg][out].Inc()
+	return c.route, nil
+}
+
+// evictLocked makes room for one entry: it drops idle entries, then, if the
+// cache is still full, the least recently used one. It scans every entry,
+// which is fine because it runs only when a new target arrives at a full
+// cache.
+func (r *Resolver) evictLocked(now int64) {
+	r.sweepLocked(now)
+	if len(r.exprs) < r.max {
+		return
+	}
+	var oldest routing.Target
+	oldestUsed := int64(0)
+	first := true
+	for t, e := range r.exprs {
+		if u := e.used.Load(); first || u < oldestUsed {
+			oldest, oldestUsed, first = t, u, false
+		}
+	}
+	delete(r.exprs, oldest)
+}
+
+func (r *Resolver) sweepLocked(now int64) {
+	for t, e := range r.exprs {
+		if now-e.used.Load() >= r.idle {
+			delete(r.exprs, t)
+		}
+	}
+}
+
+// sweep drops idle entries and returns how many remain.
+func (r *Resolver) sweep() int {
+	now := r.clock.Now().UnixNano()
+	r.exprMu.Lock()
+	defer r.exprMu.Unlock()
+	r.sweepLocked(now)
+	return len(r.exprs)
+}
+
+func (r *Resolver) registerMetrics(reg prometheus.Registerer, prefix string) error {
+	if prefix == "" {
+		prefix = "stargate_"
+	}
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: prefix + "routing_expressions_total",
+		Help: "Accepted routing expressions with parameters, by algorithm and cache outcome (hit, build, rebuild).",
+	}, []string{"algorithm", "cache"})
+	// Resolving every child now keeps the request path free of label
+	// lookups (and so of allocations), and exports each series at 0.
+	for _, a := range algorithms {
+		for o := range numOutcomes {
+			r.counters[a][o] = vec.WithLabelValues(a.String(), outcomeNames[o])
+		}
+	}
+	if reg == nil {
+		return nil
+	}
+	gauge := &cacheGauge{r: r, desc: prometheus.NewDesc(prefix+"routing_expression_cache_entries",
+		"Routing targets holding cached routing expressions.", nil, nil)}
+	for _, c := range []prometheus.Collector{vec, gauge} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cacheGauge exports the cache size. Collecting first sweeps idle entries:
+// scrapes are what expire entries once expression traffic stops.
+type cacheGauge struct {
+	r    *Resolver
+	desc *prometheus.Desc
+}
+
+// Describe implements prometheus.Collector.
+func (g *cacheGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+// Collect implements prometheus.Collector.
+func (g *cacheGauge) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(g.r.sweep()))
+}

@@ -1,0 +1,241 @@
+package lbconfig
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stargate-router/stargate/hub/internal/lb"
+	"github.com/stargate-router/stargate/hub/internal/proxy"
+	"github.com/stargate-router/stargate/hub/internal/routing"
+	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/openai"
+)
+
+// Factory builds a picker for a definition. It is called once per
+// definition at startup to validate it, then once per (routing target,
+// definition) the first time that target needs one; each returned picker
+// holds the state (counters, caches) of one target only.
+type Factory func(def *Definition) (lb.Picker, error)
+
+// Expression cache defaults (hub.md §5.9).
+const (
+	DefaultExpressionIdle       = 15 * time.Minute
+	DefaultMaxExpressionEntries = 16384
+)
+
+// Options configure a Resolver. The zero value is usable.
+type Options struct {
+	// Clock times expression-cache idleness; nil is the wall clock.
+	Clock clock.Clock
+	// Registerer receives the expression metrics; nil records none.
+	Registerer prometheus.Registerer
+	// MetricsPrefix prefixes metric names; "" means "stargate_".
+	MetricsPrefix string
+	// Log reports a factory failure after startup; nil discards.
+	Log *slog.Logger
+	// ExpressionIdle drops a target's cached expressions after this long
+	// unused; 0 means DefaultExpressionIdle.
+	ExpressionIdle time.Duration
+	// MaxExpressionEntries bounds the routing targets holding cached
+	// expressions; 0 means DefaultMaxExpressionEntries.
+	MaxExpressionEntries int
+}
+
+// Resolver turns a routing target and an x-routing-method value into a
+// proxy.Route. It is safe for concurrent use. Build it with NewResolver.
+type Resolver struct {
+	cfg     *Config
+	factory Factory
+	clock   clock.Clock
+	log     *slog.Logger
+	idle    int64 // nanoseconds
+	max     int
+
+	// bindings[i] serves cfg.defs[i]: its ready-made Route, whose Picker
+	// finds the per-target instance.
+	bindings []binding
+
+	mu        sync.RWMutex
+	instances map[routing.Target]*targetInstances
+
+	exprMu sync.RWMutex
+	exprs  map[routing.Target]*exprEntry
+
+	counters [numAlgorithms + 1][numOutcomes]prometheus.Counter
+}
+
+var _ proxy.Resolver = (*Resolver)(nil)
+
+type binding struct {
+	def   *Definition
+	route proxy.Route
+}
+
+// targetInstances holds one target's picker per static definition, created
+// on first use.
+type targetInstances struct {
+	slots []atomic.Pointer[pickerSlot]
+}
+
+type pickerSlot struct{ p lb.Picker }
+
+// NewResolver validates every definition of cfg through factory and returns
+// a resolver. A factory error fails startup.
+func NewResolver(cfg *Config, factory Factory, opts Options) (*Resolver, error) {
+	if cfg == nil || factory == nil {
+		return nil, errors.New("failed to create load balancer router: config and factory are required")
+	}
+	r := &Resolver{
+		cfg: cfg, factory: factory, clock: opts.Clock, log: opts.Log,
+		idle: int64(opts.ExpressionIdle), max: opts.MaxExpressionEntries,
+		instances: map[routing.Target]*targetInstances{},
+		exprs:     map[routing.Target]*exprEntry{},
+	}
+	if r.clock == nil {
+		r.clock = clock.Real{}
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.idle <= 0 {
+		r.idle = int64(DefaultExpressionIdle)
+	}
+	if r.max <= 0 {
+		r.max = DefaultMaxExpressionEntries
+	}
+	r.bindings = make([]binding, len(cfg.defs))
+	for i, d := range cfg.defs {
+		if _, err := factory(d); err != nil {
+			return nil, fmt.Errorf("failed to create load balancer router: %s: %w", d.alg, err)
+		}
+		r.bindings[i] = binding{def: d, route: routeFor(d, &lazyPicker{r: r, index: i})}
+	}
+	if err := r.registerMetrics(opts.Registerer, opts.MetricsPrefix); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func routeFor(d *Definition, p lb.Picker) proxy.Route {
+	e := &d.eff
+	return proxy.Route{
+		Algorithm:            d.alg.String(),
+		Picker:               p,
+		RequireAffinityKey:   e.RequireCacheAffinityKey,
+		MaxInputWorkSeconds:  e.MaxInputWorkSeconds,
+		HasInputWorkLimit:    e.HasInputWorkLimit,
+		AdmissionNeedsWeight: d.alg.usesPulsarRanking(),
+		AdmissionConsidersKV: d.alg.usesPulsarRanking() && e.ConsiderKVFreeTokens,
+		LastClusterAffinity:  e.LastClusterAffinity,
+	}
+}
+
+// Resolve implements proxy.Resolver. requested is the trimmed
+// x-routing-method value, "" when absent. A value without ';' is a method
+// name (hub.md §3.2 step 4); one with ';' is a routing expression (§5.9).
+// Neither an absent header nor a method name allocates.
+func (r *Resolver) Resolve(t routing.Target, requested string) (proxy.Route, *openai.Error) {
+	if strings.IndexByte(requested, ';') >= 0 {
+		return r.resolveExpression(t, requested)
+	}
+	var alg Algorithm
+	if requested != "" {
+		var ok bool
+		if alg, ok = ParseMethod(requested); !ok {
+			return proxy.Route{}, badRequest(reject(ClassUnknownMethod, "unknown routing method %q", clip(requested)))
+		}
+	}
+	d, ok := r.cfg.Resolve(t.Model, alg)
+	if !ok {
+		return proxy.Route{}, badRequest(reject(ClassUnavailable, "routing method %s is not configured for model %q", alg, t.Model))
+	}
+	return r.bindings[d.index].route, nil
+}
+
+// Forget drops every picker instance and cached expression of t, so its
+// round-robin counters and caches start afresh. The app calls it when the
+// target's last backend goes away (hub.md §2.5, §6.4). A request already
+// holding a Route keeps working with the instance it has.
+func (r *Resolver) Forget(t routing.Target) {
+	r.mu.Lock()
+	delete(r.instances, t)
+	r.mu.Unlock()
+	r.exprMu.Lock()
+	delete(r.exprs, t)
+	r.exprMu.Unlock()
+}
+
+// clip shortens a client-supplied value echoed in an error, so a long
+// header cannot inflate every 400 body and warn log.
+func clip(s string) string {
+	const limit = 64
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + "…"
+}
+
+func badRequest(rej *Rejection) *openai.Error {
+	return openai.BadRequest(headers.RoutingMethod, rej.Class, "%s", rej.Message)
+}
+
+// lazyPicker is the Picker of a static definition's Route. It finds (or
+// makes) the instance of snap's target at Pick time rather than at Resolve
+// time, so requests for models that have no backends (404s, typos) never
+// create per-target state.
+type lazyPicker struct {
+	r     *Resolver
+	index int
+}
+
+// Pick implements lb.Picker by delegating to the target's instance.
+func (p *lazyPicker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Time, rng *rand.Rand) (routing.Decision, bool) {
+	if snap == nil || len(snap.Clusters) == 0 {
+		return routing.Decision{}, false
+	}
+	inst := p.r.instance(snap.Target, p.index)
+	if inst == nil {
+		return routing.Decision{}, false
+	}
+	return inst.Pick(req, snap, now, rng)
+}
+
+func (r *Resolver) instance(t routing.Target, index int) lb.Picker {
+	r.mu.RLock()
+	ti := r.instances[t]
+	r.mu.RUnlock()
+	if ti == nil {
+		r.mu.Lock()
+		if ti = r.instances[t]; ti == nil {
+			ti = &targetInstances{slots: make([]atomic.Pointer[pickerSlot], len(r.bindings))}
+			r.instances[t] = ti
+		}
+		r.mu.Unlock()
+	}
+	slot := &ti.slots[index]
+	if s := slot.Load(); s != nil {
+		return s.p
+	}
+	d := r.bindings[index].def
+	p, err := r.factory(d)
+	if err != nil {
+		// The factory accepted d at startup; failing now is a factory bug.
+		r.log.Error("failed to create load balancer", "algorithm", d.alg.String(), "model", t.Model, "error", err)
+		return nil
+	}
+	// Two first requests may race to build; only the stored one is ever
+	// used, so the target still has exactly one instance.
+	if !slot.CompareAndSwap(nil, &pickerSlot{p: p}) {
+		return slot.Load().p
+	}
+	return p
+}

@@ -1,0 +1,281 @@
+package proxy
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stargate-router/stargate/hub/internal/lb"
+	"github.com/stargate-router/stargate/hub/internal/routing"
+	"github.com/stargate-router/stargate/hub/internal/state"
+	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/headers"
+)
+
+// waitingPicker asks to wait `wait` on its first `waits` calls, then picks
+// cluster ca; it records the session fields it is told to set and the
+// times it was called at.
+type waitingPicker struct {
+	waits   int
+	wait    time.Duration
+	session routing.SessionState
+	group   int
+	n       atomic.Int32
+	calls   chan pick
+}
+
+func (w *waitingPicker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Time, _ *rand.Rand) (routing.Decision, bool) {
+	cp := *req
+	cp.Excluded = slices.Clone(req.Excluded)
+	w.calls <- pick{cp, now}
+	if int(w.n.Add(1)) <= w.waits {
+		return routing.Decision{Wait: w.wait}, false
+	}
+	if req.Session == routing.SessionUnclassified {
+		req.Session = w.session
+	}
+	for i := range snap.Clusters {
+		if snap.Clusters[i].ClusterID == "ca" && !req.IsExcluded("ca") {
+			d := lb.NewDecision(snap, i, 1, req)
+			d.GroupSize = w.group
+			return d, true
+		}
+	}
+	for i := range snap.Clusters {
+		if !req.IsExcluded(snap.Clusters[i].ClusterID) {
+			d := lb.NewDecision(snap, i, 3, req)
+			d.GroupSize = w.group
+			return d, true
+		}
+	}
+	return routing.Decision{}, false
+}
+
+// A timed wait needs no x-max-wait-ms: the proxy sleeps min(wait, 25 ms)
+// and asks again with a fresh snapshot until the picker chooses.
+func TestTimedWaitWithoutMaxWaitHeader(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(t0)
+	wp := &waitingPicker{waits: 3, wait: 40 * time.Millisecond, calls: make(chan pick, 100)}
+	h := newHarness(t, fixedResolver{Route{Algorithm: "waiting", Picker: wp}}, withClock(clk))
+	done := h.sendAsync(context.Background(), validHeaders())
+	var at []time.Time
+	for range 3 {
+		at = append(at, wait(t, wp.calls, "a waiting pick").now)
+		waitTimers(t, clk, 1)
+		clk.Advance(25 * time.Millisecond) // each sleep is capped at 25 ms
+	}
+	at = append(at, wait(t, wp.calls, "the choosing pick").now)
+	res := wait(t, done, "the response")
+	if res.err != nil || res.status != http.StatusOK {
+		t.Fatalf("response %+v", res)
+	}
+	for i := 1; i < len(at); i++ {
+		if d := at[i].Sub(at[i-1]); d != 25*time.Millisecond {
+			t.Fatalf("pick %d came %v after the previous one, want 25ms", i, d)
+		}
+	}
+}
+
+// A timed wait stops at the routing wait cap (x-max-wait-ms, else 60 s).
+func TestTimedWaitExpires(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(t0)
+	wp := &waitingPicker{waits: 1 << 30, wait: time.Hour, calls: make(chan pick, 1000)}
+	h := newHarness(t, fixedResolver{Route{Algorithm: "waiting", Picker: wp}}, withClock(clk))
+	hdr := validHeaders()
+	hdr.Set(headers.MaxWaitMs, "60")
+	done := h.sendAsync(context.Background(), hdr)
+	for {
+		p := wait(t, wp.calls, "a pick")
+		if !p.now.Before(t0.Add(60 * time.Millisecond)) {
+			break
+		}
+		waitTimers(t, clk, 1)
+		clk.Advance(25 * time.Millisecond)
+	}
+	res := wait(t, done, "the response")
+	if res.status != http.StatusServiceUnavailable {
+		t.Fatalf("status %d, want 503", res.status)
+	}
+	h.inflight.Wait()
+	wantSeries(t, "requests_total", h.m.requests, series{"rk|m||503": 1})
+}
+
+// Input-work admission: tokens plus queued input over the summed valid TPS
+// (ca: two backends of 1000 tps each; cb: no valid TPS).
+func TestInputWorkAdmission(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		limit      float64
+		needWeight bool
+		model      string
+		wantStatus int
+		wantReason string
+	}{
+		{"admitted: 100 tokens at 2000 tps is 0.05 s", 0.06, false, model, http.StatusOK, ""},
+		{"over the limit", 0.04, false, model, http.StatusServiceUnavailable, reasonInputWorkLimit},
+		{"no valid rate at all", 10, false, "solo", http.StatusServiceUnavailable, reasonInputWorkUnavailable},
+		{"pulsar family: solo's cluster has no weight", 10, true, "solo", http.StatusServiceUnavailable, reasonInputWorkUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := newScripted(t, 0)
+			h := newHarness(t, fixedResolver{Route{Algorithm: "scripted", Picker: sp, HasInputWorkLimit: true,
+				MaxInputWorkSeconds: tc.limit, AdmissionNeedsWeight: tc.needWeight}})
+			hdr := validHeaders()
+			hdr.Set(headers.Model, tc.model)
+			resp, body := h.do(hdr, chatBody)
+			if resp.StatusCode != tc.wantStatus {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.wantStatus, body)
+			}
+			if tc.wantReason == "" {
+				wantSeries(t, "admission_rejections_total", h.m.admissions, series{})
+				return
+			}
+			if e := openAIError(t, resp, body); e.Code != reasonInputWorkLimit {
+				t.Errorf("code %q, want input_work_limit_exceeded for both reasons", e.Code)
+			}
+			if got := resp.Header.Get(headers.StargateErrorCode); got != reasonInputWorkLimit {
+				t.Errorf("x-stargate-error-code %q", got)
+			}
+			wantSeries(t, "admission_rejections_total", h.m.admissions, series{"rk|" + tc.model + "|" + tc.wantReason: 1})
+			if len(sp.calls) != 0 {
+				t.Error("the load balancer ran for a rejected request")
+			}
+		})
+	}
+}
+
+// The session metric: all six pairs at zero once the target records a
+// classified selection, and the right pair counted. A returning session is
+// primary only on its last cluster; new and stale ones when their rank is
+// inside the group.
+func TestSessionSelectionsMetric(t *testing.T) {
+	t.Parallel()
+	zero := series{}
+	for _, st := range []string{"new", "returning", "stale"} {
+		for _, sel := range []string{"primary", "fallback"} {
+			zero["rk|m|wait-and-widen|"+st+"|"+sel] = 0
+		}
+	}
+	with := func(k string) series {
+		s := series{}
+		for kk, v := range zero {
+			s[kk] = v
+		}
+		s[k] = 1
+		return s
+	}
+	for _, tc := range []struct {
+		name    string
+		session routing.SessionState
+		hint    string
+		exclude bool // fail ca first so the pick lands on cb at rank 3
+		want    series
+	}{
+		{"returning to its last cluster", routing.SessionReturning, "ca", false, with("rk|m|wait-and-widen|returning|primary")},
+		{"returning elsewhere", routing.SessionReturning, "cb", false, with("rk|m|wait-and-widen|returning|fallback")},
+		{"new inside the group", routing.SessionNew, "", false, with("rk|m|wait-and-widen|new|primary")},
+		{"stale outside the group", routing.SessionStale, "gone", true, nil},
+		{"unclassified records nothing", routing.SessionUnclassified, "", false, series{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wp := &waitingPicker{session: tc.session, group: 2, calls: make(chan pick, 100)}
+			h := newHarness(t, fixedResolver{Route{Algorithm: "wait-and-widen", Picker: wp, LastClusterAffinity: true}})
+			if tc.exclude {
+				h.backends["a1"].handle(retryable(http.StatusServiceUnavailable, "busy"))
+				h.backends["a2"].handle(retryable(http.StatusServiceUnavailable, "busy"))
+			}
+			hdr := validHeaders()
+			hdr.Set(headers.CacheAffinityKey, "mt:v1:session:abc")
+			if tc.hint != "" {
+				hdr.Set(headers.StargateLastClusterID, tc.hint)
+			}
+			resp, body := h.do(hdr, chatBody)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			want := tc.want
+			if want == nil {
+				// ca primary (rank 1 ≤ group 2), then the retry on cb
+				// (rank 3 > 2) is a fallback: one request, two selections.
+				want = with("rk|m|wait-and-widen|stale|primary")
+				want["rk|m|wait-and-widen|stale|fallback"] = 1
+			}
+			wantSeries(t, "routing_session_selections_total", h.m.sessions, want)
+			// The hint is consumed: no backend ever sees it.
+			for _, id := range allBackends {
+				for _, r := range h.backends[id].requests() {
+					if v := r.Header.Get(headers.StargateLastClusterID); v != "" {
+						t.Errorf("backend %s received x-stargate-last-cluster-id %q", id, v)
+					}
+				}
+			}
+			if got := wait(t, wp.calls, "the pick").LastClusterID; got != tc.hint {
+				t.Errorf("picker saw hint %q, want %q", got, tc.hint)
+			}
+		})
+	}
+}
+
+// With a gateway token, only requests bearing it may steer routing; the
+// token itself never reaches a pylon.
+func TestGatewayTokenGuardsSteering(t *testing.T) {
+	t.Parallel()
+	const token = "gw-secret"
+	steer := func(hdr http.Header) {
+		hdr.Set(headers.CacheAffinityKey, "mt:v1:session:abc")
+		hdr.Set(headers.StargateLastClusterID, "cb")
+		hdr.Set(headers.Priority, "7")
+		hdr.Set(headers.RequestSLOMs, "900")
+		hdr.Set(headers.StargateMaxWaitMs, "0")
+	}
+	for _, tc := range []struct {
+		name    string
+		auth    string
+		trusted bool
+	}{
+		{"no credentials", "", false},
+		{"a client key", "Bearer sk-client", false},
+		{"the gateway token", "Bearer " + token, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := newScripted(t, 0)
+			h := newHarness(t, sp.route(), func(c *Config) { c.GatewayToken = token })
+			// An unscoped cluster: an untrusted request loses its
+			// x-routing-key and lands here.
+			unscoped := fixtureRegistration("a1")
+			unscoped.InferenceServerID, unscoped.ClusterID = "u1", "cu"
+			h.addBackend(state.Backend{ID: "u1", ClusterID: "cu", URL: "http://u1.pylon:8000"}, unscoped)
+			hdr := validHeaders()
+			steer(hdr)
+			if tc.auth != "" {
+				hdr.Set("Authorization", tc.auth)
+			}
+			resp, body := h.do(hdr, chatBody)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			seen := wait(t, sp.calls, "the pick").Request
+			if got := seen.AffinityKey != "" || seen.LastClusterID != "" || seen.Priority != 0 || seen.SLO != 0; got != tc.trusted {
+				t.Errorf("steering honoured = %v, want %v (picker saw %+v)", got, tc.trusted, seen)
+			}
+			served := resp.Header.Get(headers.InferenceServerID)
+			if (served == "u1") == tc.trusted {
+				t.Errorf("served by %s: x-routing-key honoured = %v, want %v", served, served != "u1", tc.trusted)
+			}
+			fwd := h.backends[served].requests()[0].Header
+			if v := fwd.Get("Authorization"); v == "Bearer "+token {
+				t.Error("the gateway token was forwarded to the pylon")
+			}
+			if !tc.trusted && fwd.Get(headers.CacheAffinityKey) != "" {
+				t.Error("an untrusted affinity key was forwarded")
+			}
+		})
+	}
+}
