@@ -53,18 +53,25 @@ func newApp(cfg config, log *slog.Logger) (*app, error) {
 	// The engine is on a local network; no overall timeout, since SSE
 	// responses and the stats stream are long-lived.
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second}}
-	coll, err := stats.New(stats.Config{
-		Clock: clk, Log: log, UpstreamBaseURL: cfg.UpstreamBaseURL, HTTPClient: client,
+	scfg := stats.Config{
+		Clock: clk, Log: log, HTTPClient: client,
 		StreamMode: cfg.StreamMode, StreamPath: cfg.StreamPath, KVCachePath: cfg.KVCachePath,
 		InitialInputTPS: cfg.InitialInputTPS, PinInputTPS: cfg.PinInputTPS, Registerer: reg,
-	})
+	}
+	rcfg := relay.Defaults()
+	if len(cfg.engines) > 1 {
+		// Several engines serving the same models: the relay spreads the
+		// requests, the collector reads every engine's stream and KV stats.
+		scfg.UpstreamBaseURLs, rcfg.UpstreamBaseURLs = cfg.engines, cfg.engines
+	} else {
+		scfg.UpstreamBaseURL, rcfg.UpstreamBaseURL = cfg.UpstreamBaseURL, cfg.UpstreamBaseURL
+	}
+	coll, err := stats.New(scfg)
 	if err != nil {
 		return nil, err
 	}
 	a := &app{cfg: cfg, log: log, clk: clk, reg: reg, collector: coll, client: client}
 	a.tracker = newTracker(coll)
-	rcfg := relay.Defaults()
-	rcfg.UpstreamBaseURL = cfg.UpstreamBaseURL
 	rcfg.HealthPaths = splitList(cfg.HealthPaths)
 	rcfg.RetryableStatusCodes = cfg.codes
 	rcfg.RequireUpstreamRetryHeader = cfg.RequireUpstreamRetryHeader
@@ -191,18 +198,22 @@ func (a *app) token() func() (string, error) {
 	return nil
 }
 
-// bringUp waits for the engine, then initialises and publishes every model.
+// bringUp waits for an engine, then initialises and publishes every model.
 func (a *app) bringUp(ctx context.Context) error {
-	if err := a.waitHealthy(ctx); err != nil {
+	engine, err := a.waitHealthy(ctx)
+	if err != nil {
 		return err
 	}
 	for _, m := range a.cfg.models {
 		a.collector.AddModel(m)
 		if a.cfg.DoCalibration {
 			a.log.Warn("calibrating input TPS: valid only when this is the cluster's only pylon, since the hub sums a cluster's pylons", "model", m)
+			if len(a.cfg.engines) > 1 {
+				a.log.Warn("calibrating against one engine only: the first healthy one", "model", m, "engine", engine)
+			}
 			start := a.clk.Now()
 			res, err := calibrate.Run(ctx, calibrate.Config{
-				UpstreamBaseURL: a.cfg.UpstreamBaseURL, Model: m, Requests: a.cfg.CalibRequests,
+				UpstreamBaseURL: engine, Model: m, Requests: a.cfg.CalibRequests,
 				PromptUnits: a.cfg.CalibPromptUnits, MaxConcurrency: a.cfg.CalibConcurrency, StepTimeout: a.cfg.CalibStepTimeout,
 				NewID:  func() (string, bool) { return a.collector.NewCalibrationID(m) },
 				Client: a.client, Clock: a.clk, Log: a.log,
@@ -218,30 +229,38 @@ func (a *app) bringUp(ctx context.Context) error {
 	return nil
 }
 
-// waitHealthy probes the engine's health paths every 500 ms until one
-// answers 2xx or --upstream-health-wait-ms passes (0: probe once).
-func (a *app) waitHealthy(ctx context.Context) error {
+// waitHealthy probes the engines' health paths every 500 ms until one
+// answers 2xx or --upstream-health-wait-ms passes (0: probe once), and
+// returns the base URL of the first engine, in configuration order, that
+// answered. With several engines one healthy engine is enough: the relay
+// routes around the others until they answer.
+func (a *app) waitHealthy(ctx context.Context) (string, error) {
 	deadline := a.clk.Now().Add(a.cfg.HealthWait)
 	paths := append(splitList(a.cfg.HealthPaths), "/health", "/v1/health/ready")
 	for {
-		for _, p := range paths {
-			if a.probe(ctx, p) {
-				return nil
+		for _, e := range a.cfg.engines {
+			for _, p := range paths {
+				if a.probe(ctx, e, p) {
+					return e, nil
+				}
 			}
 		}
 		if !a.clk.Now().Before(deadline) {
-			return fmt.Errorf("engine at %s not healthy within --upstream-health-wait-ms (%v)", a.cfg.UpstreamBaseURL, a.cfg.HealthWait)
+			if len(a.cfg.engines) > 1 {
+				return "", fmt.Errorf("no engine of %s healthy within --upstream-health-wait-ms (%v)", a.cfg.UpstreamBaseURL, a.cfg.HealthWait)
+			}
+			return "", fmt.Errorf("engine at %s not healthy within --upstream-health-wait-ms (%v)", a.cfg.UpstreamBaseURL, a.cfg.HealthWait)
 		}
 		if !clock.Sleep(a.clk, ctx.Done(), 500*time.Millisecond) {
-			return ctx.Err()
+			return "", ctx.Err()
 		}
 	}
 }
 
-func (a *app) probe(ctx context.Context, path string) bool {
+func (a *app) probe(ctx context.Context, engine, path string) bool {
 	pctx, cancel := context.WithTimeout(ctx, a.cfg.HealthProbeTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(pctx, http.MethodGet, a.cfg.UpstreamBaseURL+path, nil)
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, engine+path, nil)
 	if err != nil {
 		return false
 	}

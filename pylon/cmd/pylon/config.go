@@ -56,8 +56,9 @@ type config struct {
 	TLSInsecure                   bool
 	Pprof                         bool
 
-	models []string
-	codes  []int
+	models  []string
+	codes   []int
+	engines []string // --upstream-http-base-url, split and normalised
 }
 
 func defaultConfig() config {
@@ -77,7 +78,7 @@ func defaultConfig() config {
 func (c *config) register(fs *cli.FlagSet) {
 	d := defaultConfig()
 	fs.String(&c.StargateAddress, "stargate-address", "PYLON_STARGATE_ADDRESS", d.StargateAddress, "hub backend listeners, comma separated host:port; a name resolving to several addresses (headless Service) gets one tunnel per address")
-	fs.String(&c.UpstreamBaseURL, "upstream-http-base-url", "PYLON_UPSTREAM_HTTP_BASE_URL", "", "the engine's base URL (required)")
+	fs.String(&c.UpstreamBaseURL, "upstream-http-base-url", "PYLON_UPSTREAM_HTTP_BASE_URL", "", "the engines' base URLs, comma separated (required); several engines serving the same models share the pylon's requests")
 	fs.String(&c.ModelNames, "model-name", "PYLON_MODEL_NAME", "", "models served by the engine, comma separated (required; discovery is not implemented)")
 	fs.String(&c.InferenceServerID, "inference-server-id", "PYLON_INFERENCE_SERVER_ID", d.InferenceServerID, "this backend's id, unique among the hub's pylons")
 	fs.String(&c.ClusterID, "cluster-id", "PYLON_CLUSTER_ID", "", "capacity domain shared by pylons of one cluster (default: --inference-server-id)")
@@ -123,10 +124,16 @@ func (c *config) register(fs *cli.FlagSet) {
 func (c *config) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.UpstreamBaseURL == "" {
-		bad("--upstream-http-base-url: required")
+	// One engine or several, comma separated: each validated, duplicates
+	// refused; UpstreamBaseURL becomes the normalised list.
+	engines, err := relay.ParseUpstreamURLs(c.UpstreamBaseURL)
+	if err != nil {
+		errs = append(errs, err)
 	}
-	c.UpstreamBaseURL = strings.TrimRight(c.UpstreamBaseURL, "/")
+	c.engines = engines
+	if len(engines) > 0 {
+		c.UpstreamBaseURL = strings.Join(engines, ",")
+	}
 	c.models = nil
 	for _, m := range strings.Split(c.ModelNames, ",") {
 		m = strings.TrimSpace(m)

@@ -41,7 +41,9 @@ func (t *tracker) Published(model string) bool {
 	return slices.Contains(t.published, model)
 }
 
-// Begin implements relay.Tracker and calibrate.Tracker.
+// Begin implements relay.Tracker and calibrate.Tracker. The relay tells
+// the observation which engine each attempt goes to, so engine stats
+// events count only for the engine that received the request.
 func (t *tracker) Begin(info relay.RequestInfo) relay.Observation {
 	return observation{t.c.Begin(stats.RequestInfo{
 		ID: info.ID, Model: info.Model, Endpoint: info.Endpoint, InputTokens: info.InputTokens,
@@ -67,7 +69,7 @@ func (t *tracker) InputTPS(model string) (float64, bool) {
 	return st.LastMeanInputTPS, true
 }
 
-// observation adapts a *stats.Observer to relay.Observation.
+// observation adapts a *stats.Observer to relay.EngineObservation.
 type observation struct{ o *stats.Observer }
 
 func (x observation) Headers(status int)  { x.o.Headers(status) }
@@ -75,6 +77,11 @@ func (x observation) Output(chunk []byte) { x.o.Output(chunk) }
 func (x observation) Complete()           { x.o.Finish(stats.Complete) }
 func (x observation) Fail()               { x.o.Finish(stats.Failed) }
 func (x observation) Cancel()             { x.o.Finish(stats.Cancelled) }
+
+var _ relay.EngineObservation = observation{}
+
+// Dispatched implements relay.EngineObservation.
+func (x observation) Dispatched(engine int) { x.o.Dispatched(engine) }
 
 // broadcaster turns the collector's single notification channel into a
 // close-and-replace broadcast, so every hub's registration stream wakes on

@@ -16,8 +16,13 @@ import (
 // Config is the relay's behaviour; field comments name the pylon flag that
 // sets each one (pylon.md §6).
 type Config struct {
-	// UpstreamBaseURL is --upstream-http-base-url, without a trailing slash.
+	// UpstreamBaseURL is --upstream-http-base-url, without a trailing slash,
+	// when it names one engine.
 	UpstreamBaseURL string
+	// UpstreamBaseURLs lists the engines when --upstream-http-base-url
+	// names several (see ParseUpstreamURLs); requests are spread over them.
+	// Set UpstreamBaseURL or UpstreamBaseURLs, not both.
+	UpstreamBaseURLs []string
 	// HealthPaths are --upstream-health-path values tried before /health and
 	// /v1/health/ready; the first that answers 2xx is cached.
 	HealthPaths []string
@@ -83,7 +88,21 @@ func Defaults() Config {
 // Validate names the flag of every bad field.
 func (c *Config) Validate() error {
 	var errs []error
-	if !strings.HasPrefix(c.UpstreamBaseURL, "http://") && !strings.HasPrefix(c.UpstreamBaseURL, "https://") {
+	switch {
+	case len(c.UpstreamBaseURLs) > 0 && c.UpstreamBaseURL != "":
+		errs = append(errs, errors.New("--upstream-http-base-url: set UpstreamBaseURL or UpstreamBaseURLs, not both"))
+	case len(c.UpstreamBaseURLs) > 0:
+		seen := map[string]bool{}
+		for _, u := range c.UpstreamBaseURLs {
+			u = strings.TrimRight(u, "/")
+			if err := checkUpstreamURL(u); err != nil {
+				errs = append(errs, err)
+			} else if seen[u] {
+				errs = append(errs, fmt.Errorf("--upstream-http-base-url %q: listed twice", u))
+			}
+			seen[u] = true
+		}
+	case !strings.HasPrefix(c.UpstreamBaseURL, "http://") && !strings.HasPrefix(c.UpstreamBaseURL, "https://"):
 		errs = append(errs, fmt.Errorf("--upstream-http-base-url %q: must be an http:// or https:// URL", c.UpstreamBaseURL))
 	}
 	for _, s := range c.RetryableStatusCodes {
@@ -106,4 +125,16 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--pylon-upstream-backend %q: want dynamo or passthrough", c.UpstreamBackend))
 	}
 	return errors.Join(errs...)
+}
+
+// engineURLs returns every engine's base URL without a trailing slash.
+func (c *Config) engineURLs() []string {
+	if len(c.UpstreamBaseURLs) == 0 {
+		return []string{strings.TrimRight(c.UpstreamBaseURL, "/")}
+	}
+	out := make([]string, len(c.UpstreamBaseURLs))
+	for i, u := range c.UpstreamBaseURLs {
+		out[i] = strings.TrimRight(u, "/")
+	}
+	return out
 }

@@ -9,6 +9,13 @@
 // made) is aborted with http.ErrAbortHandler, so the hub sees a reset
 // stream rather than a truncated body that looks complete.
 //
+// Several engines serving the same models may stand behind one relay
+// (Config.UpstreamBaseURLs): each request goes to the engine with the
+// fewest requests in flight (ties round robin); an attempt that fails
+// before a response head marks its engine down for a backoff (1 s doubling
+// to 30 s, reset by an answer) and is retried once on another eligible
+// engine; the /health probe answers from the first healthy engine.
+//
 // It owns no statistics: observations go to a Tracker (the stats collector)
 // declared here, where it is consumed.
 package relay

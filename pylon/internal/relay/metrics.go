@@ -21,6 +21,8 @@ type Metrics struct {
 	admissionResults *prometheus.CounterVec
 	admissionExpMs   prometheus.Histogram
 	admissionActMs   prometheus.Histogram
+	engineUpG        *prometheus.GaugeVec
+	engineReqs       *prometheus.CounterVec
 }
 
 var (
@@ -56,9 +58,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "The hub's x-stargate-expected-queue-ms on checked requests.", Buckets: queueMsBuckets}),
 		admissionActMs: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pylon_queue_admission_actual_ms",
 			Help: "The local queue estimate on checked requests.", Buckets: queueMsBuckets}),
+		engineUpG: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pylon_upstream_engine_up",
+			Help: "1 while the engine takes requests, 0 from a connection failure until it answers again."}, []string{"engine"}),
+		engineReqs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pylon_upstream_engine_requests_total",
+			Help: "Request attempts sent to each engine, by outcome: the status class of its answer (2xx, 3xx, 4xx, 5xx), error, retried or cancelled."},
+			[]string{"engine", "status"}),
 	}
 	reg.MustRegister(m.requests, m.toHeaders, m.toFirstOutput, m.duration, m.inputTokens, m.inputTokensHist,
-		m.retryableResp, m.nonretryableResp, m.admissionResults, m.admissionExpMs, m.admissionActMs)
+		m.retryableResp, m.nonretryableResp, m.admissionResults, m.admissionExpMs, m.admissionActMs, m.engineUpG, m.engineReqs)
 	return m
 }
 
@@ -106,5 +113,22 @@ func (m *Metrics) retryable(isid, reason string, status int) {
 func (m *Metrics) nonretryable(isid, reason string) {
 	if m != nil {
 		m.nonretryableResp.WithLabelValues(isid, reason).Inc()
+	}
+}
+
+func (m *Metrics) engineUp(engine string, up bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.engineUpG.WithLabelValues(engine).Set(v)
+}
+
+func (m *Metrics) engineRequest(engine, status string) {
+	if m != nil {
+		m.engineReqs.WithLabelValues(engine, status).Inc()
 	}
 }

@@ -53,6 +53,16 @@ type Observation interface {
 	Cancel()
 }
 
+// EngineObservation is an Observation that learns which engine each
+// attempt of its request goes to: the engine's index in the configured
+// list, reported before the request is sent (again on a retry), so the
+// engine's statistics for the request id are attributed to that engine
+// only.
+type EngineObservation interface {
+	Observation
+	Dispatched(engine int)
+}
+
 // Tracker is the stats collector as the relay uses it.
 type Tracker interface {
 	// Published reports whether model has a published generation.
@@ -69,6 +79,7 @@ type Relay struct {
 	cfg     Config
 	tracker Tracker
 	metrics *Metrics
+	pool    *pool
 
 	healthMu   sync.Mutex
 	healthPath string // the first health path that answered, cached
@@ -77,7 +88,7 @@ type Relay struct {
 // New returns a relay; cfg must be valid.
 func New(cfg Config, tracker Tracker, m *Metrics) *Relay {
 	cfg.UpstreamBaseURL = strings.TrimRight(cfg.UpstreamBaseURL, "/")
-	return &Relay{cfg: cfg, tracker: tracker, metrics: m}
+	return &Relay{cfg: cfg, tracker: tracker, metrics: m, pool: newPool(cfg.engineURLs(), cfg.Clock, m)}
 }
 
 var _ http.Handler = (*Relay)(nil)
@@ -318,28 +329,44 @@ func (rl *Relay) upstreamRequestHeaders(in http.Header, prio uint32) http.Header
 	return out
 }
 
-// forward sends the request to the engine and relays the answer; it returns
+// forward sends the request to an engine and relays the answer; it returns
 // the observation outcome, and abort when the response must be reset
-// rather than ended cleanly.
+// rather than ended cleanly. With several engines, an attempt that fails
+// before a response head marks its engine down and is retried once on
+// another eligible engine (the body is buffered, so it replays); nothing
+// is retried once a head has arrived.
 func (rl *Relay) forward(w http.ResponseWriter, r *http.Request, info RequestInfo, body []byte, obs Observation, start time.Time) (outcome string, abort bool) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	var gotConn atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) }})
-	url := rl.cfg.UpstreamBaseURL + r.URL.RequestURI()
-	req, err := http.NewRequestWithContext(ctx, r.Method, url, bytes.NewReader(body))
-	if err != nil {
-		problem(w, http.StatusBadGateway, "building upstream request: "+err.Error(), nil)
+	e := rl.pool.acquire(nil, false)
+	defer func() { rl.pool.release(e) }()
+	resp, gotConn, err := rl.send(ctx, r, info, body, obs, e)
+	var be buildError
+	if errors.As(err, &be) {
+		problem(w, http.StatusBadGateway, "building upstream request: "+be.err.Error(), nil)
 		return "failed", false
 	}
-	req.Header = rl.upstreamRequestHeaders(r.Header, info.Priority)
-	req.ContentLength = int64(len(body))
-	resp, err := rl.cfg.Client.Do(req)
+	if err != nil && r.Context().Err() == nil {
+		rl.pool.failed(e)
+		if alt := rl.pool.acquire(e, true); alt != nil {
+			rl.cfg.Log.Warn("engine failed before answering; retrying on another engine", "request_id", info.ID, "model", info.Model,
+				"engine", e.label, "retry_engine", alt.label, "err", err)
+			rl.metrics.engineRequest(e.label, engineStatusRetried)
+			rl.pool.release(e)
+			e = alt
+			resp, gotConn, err = rl.send(ctx, r, info, body, obs, e)
+			if err != nil && r.Context().Err() == nil {
+				rl.pool.failed(e)
+			}
+		}
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
+			rl.metrics.engineRequest(e.label, engineStatusCancelled)
 			return "cancelled", false
 		}
-		if !isConnectFailure(err, gotConn.Load()) {
+		rl.metrics.engineRequest(e.label, engineStatusError)
+		if !isConnectFailure(err, gotConn) {
 			// The request may have reached the engine: no 503, abort the
 			// stream (pylon.md §5.1 step 8).
 			rl.cfg.Log.Warn("upstream request failed after connecting", "request_id", info.ID, "model", info.Model, "err", err)
@@ -355,6 +382,8 @@ func (rl *Relay) forward(w http.ResponseWriter, r *http.Request, info RequestInf
 		}
 		return "failed", false
 	}
+	rl.pool.succeeded(e)
+	rl.metrics.engineRequest(e.label, statusClass(resp.StatusCode))
 	defer func() { _ = resp.Body.Close() }()
 	obs.Headers(resp.StatusCode)
 	rl.metrics.headers(info, rl.cfg.Clock.Since(start))
@@ -403,6 +432,30 @@ func (rl *Relay) forward(w http.ResponseWriter, r *http.Request, info RequestInf
 	obs.Output(kept)
 	rl.metrics.firstOutput(info, rl.cfg.Clock.Since(start))
 	return "complete", false
+}
+
+// buildError is a failure to build the upstream request; it is never
+// retried.
+type buildError struct{ err error }
+
+func (b buildError) Error() string { return b.err.Error() }
+
+// send makes one attempt on engine e, telling obs which engine it goes to
+// first. gotConn reports whether a connection to the engine was obtained.
+func (rl *Relay) send(ctx context.Context, r *http.Request, info RequestInfo, body []byte, obs Observation, e *engine) (resp *http.Response, gotConn bool, err error) {
+	if eo, ok := obs.(EngineObservation); ok {
+		eo.Dispatched(e.idx)
+	}
+	var conn atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { conn.Store(true) }})
+	req, err := http.NewRequestWithContext(ctx, r.Method, e.base+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return nil, false, buildError{err}
+	}
+	req.Header = rl.upstreamRequestHeaders(r.Header, info.Priority)
+	req.ContentLength = int64(len(body))
+	resp, err = rl.cfg.Client.Do(req)
+	return resp, conn.Load(), err
 }
 
 // isConnectFailure reports whether a failed upstream call never reached

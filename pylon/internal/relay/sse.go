@@ -154,12 +154,47 @@ func classify(ev []byte) eventKind {
 }
 
 // serveHealth forwards GET /health (any query) to the engine's health path,
-// without validation or observation; it is the hub's RTT probe.
+// without validation or observation; it is the hub's RTT probe. With
+// several engines it answers from the first engine that is healthy,
+// trying the engines that take requests first (in configuration order),
+// then those marked down: the pylon is healthy while one engine is. An
+// engine that answers 2xx is marked up; one that cannot be reached on any
+// path is marked down.
 func (rl *Relay) serveHealth(w http.ResponseWriter, r *http.Request) {
-	paths := rl.healthCandidates()
 	var last *http.Response
-	for _, p := range paths {
-		u := rl.cfg.UpstreamBaseURL + p
+	defer func() {
+		if last != nil {
+			_ = last.Body.Close()
+		}
+	}()
+	for _, e := range rl.pool.healthOrder() {
+		resp, answered := rl.probeEngine(r, e, &last)
+		if resp != nil {
+			rl.pool.succeeded(e)
+			defer func() { _ = resp.Body.Close() }()
+			w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+			return
+		}
+		if !answered && r.Context().Err() == nil {
+			rl.pool.failed(e)
+		}
+	}
+	if last != nil {
+		w.WriteHeader(last.StatusCode)
+		_, _ = io.Copy(w, last.Body)
+		return
+	}
+	problem(w, http.StatusServiceUnavailable, "engine health check failed", nil)
+}
+
+// probeEngine tries e's health paths in order. It returns the first 2xx
+// answer, caching its path; a non-2xx answer replaces *last (the previous
+// one is closed). answered reports whether the engine answered at all.
+func (rl *Relay) probeEngine(r *http.Request, e *engine, last **http.Response) (ok *http.Response, answered bool) {
+	for _, p := range rl.healthCandidates() {
+		u := e.base + p
 		if r.URL.RawQuery != "" {
 			u += "?" + r.URL.RawQuery
 		}
@@ -171,31 +206,19 @@ func (rl *Relay) serveHealth(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			continue
 		}
+		answered = true
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-			if last != nil {
-				_ = last.Body.Close()
-			}
 			rl.healthMu.Lock()
 			rl.healthPath = p
 			rl.healthMu.Unlock()
-			defer func() { _ = resp.Body.Close() }()
-			w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-			w.WriteHeader(resp.StatusCode)
-			_, _ = io.Copy(w, resp.Body)
-			return
+			return resp, true
 		}
-		if last != nil {
-			_ = last.Body.Close()
+		if *last != nil {
+			_ = (*last).Body.Close()
 		}
-		last = resp
+		*last = resp
 	}
-	if last != nil {
-		defer func() { _ = last.Body.Close() }()
-		w.WriteHeader(last.StatusCode)
-		_, _ = io.Copy(w, last.Body)
-		return
-	}
-	problem(w, http.StatusServiceUnavailable, "engine health check failed", nil)
+	return nil, answered
 }
 
 // healthCandidates is the cached path first, then the configured ones,

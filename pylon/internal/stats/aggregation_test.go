@@ -408,3 +408,23 @@ func TestSweepRequestTTL(t *testing.T) {
 	}
 	o.Finish(Cancelled)
 }
+
+// max_input_tps is the peak the mean has reached: seeded by
+// --initial-input-tps, raised by a faster mean, kept when the mean falls.
+func TestMaxInputTPSIsThePeakMean(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{StreamMode: ModeRequired, InitialInputTPS: 1000})
+	h.c.AddModel(model)
+	if s := h.stats(model); s.MaxInputTPS != 1000 {
+		t.Fatalf("seeded max_input_tps %v, want 1000", s.MaxInputTPS)
+	}
+	streamRequest(h, "fast", 1000, 250*time.Millisecond, 1, 0) // a sample of 4000
+	peak := (5*1000 + 4000) / 6.0
+	if s := h.stats(model); !approx(s.MaxInputTPS, peak, 1e-9) {
+		t.Fatalf("max_input_tps %v after a faster sample, want %v", s.MaxInputTPS, peak)
+	}
+	streamRequest(h, "slow", 100, time.Second, 1, 0) // a sample of 100 lowers the mean
+	if s := h.stats(model); !(s.LastMeanInputTPS < peak) || !approx(s.MaxInputTPS, peak, 1e-9) {
+		t.Fatalf("mean %v, max_input_tps %v: the peak must stay %v", s.LastMeanInputTPS, s.MaxInputTPS, peak)
+	}
+}

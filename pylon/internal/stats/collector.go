@@ -37,24 +37,27 @@ var ErrRunning = errors.New("stats: collector is already running")
 // Collector aggregates every statistics source into one protocol.ModelStats
 // per model generation. Its methods are safe for concurrent use.
 type Collector struct {
-	cfg       Config
-	clk       clock.Clock
-	log       *slog.Logger
-	streamURL string
-	kvURL     string
-	scope     string
-	m         *metrics
-	changed   chan struct{}
-	running   atomic.Bool
-	ids       atomic.Uint64
+	cfg        Config
+	clk        clock.Clock
+	log        *slog.Logger
+	streamURLs []string // per engine
+	// kvURL is engine 0's KV stats URL, empty when polling is off; kvURLs
+	// holds the others' (engine i at kvURLs[i-1]).
+	kvURL   string
+	kvURLs  []string
+	scope   string
+	m       *metrics
+	changed chan struct{}
+	running atomic.Bool
+	ids     atomic.Uint64
 
 	mu       sync.Mutex
 	seq      uint64
 	gens     map[string]*generation
 	bySeq    map[uint64]*generation
 	reqs     map[string]*reqTrack
-	fallback bool // OpenAI fallback feeds the throughput stats
-	kvFailed bool // the last KV poll failed (logged once per failure run)
+	fallback []bool // per engine: the OpenAI fallback feeds the throughput stats of its requests
+	kvFailed []bool // per engine: the last KV poll failed (logged once per failure run)
 
 	// Test hooks, set before Run.
 	onBackoff func(reason string, d time.Duration) // after the backoff timer is armed
@@ -72,21 +75,27 @@ type generation struct {
 	dist          welford
 	seed          float64 // --initial-input-tps, 0 when not seeded
 	lastMean      float64 // published last_mean_input_tps
+	maxIn         float64 // published max_input_tps: the peak of lastMean
 	out           window
 	maxOut        float64
 	authoritative bool      // counter-derived output samples exist
 	lastEvent     time.Time // last stats event; zero after a stale clear
 	observedAt    time.Time // stats_observed_at
 
-	kvCap, kvUsed, kvFree            uint64
+	kvCap, kvUsed, kvFree            uint64  // summed over engines
+	kv                               []kvVal // per engine: the last successful poll
 	chunkUsage, engineStream, kvSeen bool
 }
+
+// kvVal is one engine's last KV values for a generation.
+type kvVal struct{ capacity, used, free uint64 }
 
 // reqTrack is the aggregator's memory of one request id: who owns it and,
 // once counter updates arrive, its counters. A finalized track is a
 // tombstone that rejects late events until RequestTTL has passed.
 type reqTrack struct {
 	gen       *generation
+	engine    int       // the engine whose stats events count for the id
 	obs       *Observer // the tunnel observer that owns the id; nil for a canary
 	obsDone   bool
 	obsDoneAt time.Time
@@ -113,20 +122,29 @@ func New(cfg Config) (*Collector, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	engines := cfg.engineURLs()
 	c := &Collector{
-		cfg:       cfg,
-		clk:       cfg.Clock,
-		log:       cfg.Log,
-		streamURL: cfg.UpstreamBaseURL + cfg.StreamPath,
-		scope:     newScope(),
-		changed:   make(chan struct{}, 1),
-		gens:      make(map[string]*generation),
-		bySeq:     make(map[uint64]*generation),
-		reqs:      make(map[string]*reqTrack),
-		fallback:  cfg.StreamMode == ModeOff,
+		cfg:      cfg,
+		clk:      cfg.Clock,
+		log:      cfg.Log,
+		scope:    newScope(),
+		changed:  make(chan struct{}, 1),
+		gens:     make(map[string]*generation),
+		bySeq:    make(map[uint64]*generation),
+		reqs:     make(map[string]*reqTrack),
+		fallback: make([]bool, len(engines)),
+		kvFailed: make([]bool, len(engines)),
 	}
-	if cfg.KVCachePath != "" {
-		c.kvURL = cfg.UpstreamBaseURL + cfg.KVCachePath
+	for i, base := range engines {
+		c.streamURLs = append(c.streamURLs, base+cfg.StreamPath)
+		c.fallback[i] = cfg.StreamMode == ModeOff
+		if cfg.KVCachePath != "" {
+			if i == 0 {
+				c.kvURL = base + cfg.KVCachePath
+			} else {
+				c.kvURLs = append(c.kvURLs, base+cfg.KVCachePath)
+			}
+		}
 	}
 	m, err := newMetrics(cfg.Registerer, c)
 	if err != nil {
@@ -145,10 +163,11 @@ func newScope() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// Run consumes the engine stats stream (unless the mode is off), polls KV
-// stats every second when a path is configured and sweeps stale state every
-// second, until ctx is done. In auto mode the stream consumer ends early
-// when it enables the OpenAI fallback; that exit is expected and the rest
+// Run consumes the engine stats stream of every engine (unless the mode is
+// off), polls every engine's KV stats each second when a path is
+// configured and sweeps stale state every second, until ctx is done. In
+// auto mode an engine's stream consumer ends early when it enables the
+// OpenAI fallback for that engine; that exit is expected and the rest
 // keeps running. Run returns nil once every goroutine it started has
 // stopped, or ErrRunning if the Collector is already running.
 func (c *Collector) Run(ctx context.Context) error {
@@ -157,11 +176,13 @@ func (c *Collector) Run(ctx context.Context) error {
 	}
 	defer c.running.Store(false)
 	var wg sync.WaitGroup
-	if c.cfg.StreamMode != ModeOff {
-		wg.Go(func() { c.runStream(ctx) })
-	}
-	if c.kvURL != "" {
-		wg.Go(func() { c.runKVPoll(ctx) })
+	for i := range c.streamURLs {
+		if c.cfg.StreamMode != ModeOff {
+			wg.Go(func() { c.runEngineStream(ctx, i) })
+		}
+		if c.kvURLOf(i) != "" {
+			wg.Go(func() { c.runKVPoll(ctx, i) })
+		}
 	}
 	wg.Go(func() { c.every(ctx, SweepInterval, func() { c.sweep(c.clk.Now()) }) })
 	wg.Wait()
@@ -194,9 +215,9 @@ func (c *Collector) AddModel(model string) {
 		c.retireLocked(old)
 	}
 	c.seq++
-	g := &generation{model: model, seq: c.seq, live: make(map[*Observer]struct{})}
+	g := &generation{model: model, seq: c.seq, live: make(map[*Observer]struct{}), kv: make([]kvVal, len(c.streamURLs))}
 	if x := c.cfg.InitialInputTPS; x > 0 {
-		g.dist, g.seed, g.lastMean = seeded(x), x, x
+		g.dist, g.seed, g.lastMean, g.maxIn = seeded(x), x, x, x
 	}
 	c.gens[model] = g
 	c.bySeq[g.seq] = g
@@ -307,6 +328,7 @@ func (c *Collector) statsLocked(g *generation) protocol.ModelStats {
 	s := protocol.ModelStats{
 		// MaxEngineConcurrency stays 0: pylon has no source for it (§0).
 		LastMeanInputTPS:      g.lastMean,
+		MaxInputTPS:           g.maxIn,
 		MaxOutputTPS:          g.maxOut,
 		KVCacheCapacityTokens: g.kvCap,
 		KVCacheUsedTokens:     g.kvUsed,
@@ -353,7 +375,7 @@ func (c *Collector) statsLocked(g *generation) protocol.ModelStats {
 		}
 	}
 	s.OutputTPS = g.out.mean()
-	if c.fallback && !g.authoritative && liveN > 0 {
+	if !g.authoritative && liveN > 0 { // live estimates exist only for fallback requests
 		s.OutputTPS = max(s.OutputTPS, liveSum/float64(liveN))
 	}
 	if g.chunkUsage {
@@ -407,6 +429,7 @@ func (c *Collector) addInputSample(g *generation, tps float64) {
 		return
 	}
 	g.lastMean = g.dist.mean
+	g.maxIn = max(g.maxIn, g.lastMean)
 }
 
 // addOutputSample records one output-TPS sample: it raises max_output_tps
@@ -470,8 +493,10 @@ func (c *Collector) applyCountersLocked(t *reqTrack, source string, in, out *uin
 	return ""
 }
 
-// handleEvent applies one validated engine stats event.
-func (c *Collector) handleEvent(ev engineEvent) {
+// handleEvent applies one validated stats event of engine. An id counts
+// only for the engine its request was dispatched to, so two engines that
+// saw the same id (a retried or reused id) cannot mix their counters.
+func (c *Collector) handleEvent(engine int, ev engineEvent) {
 	if strings.HasPrefix(ev.requestID, CalibrationPrefix) {
 		c.m.invalidEvent(ReasonCalibration)
 		return
@@ -481,12 +506,12 @@ func (c *Collector) handleEvent(ev engineEvent) {
 	t := c.reqs[ev.requestID]
 	if t == nil {
 		if g := c.resolveCanaryLocked(ev.requestID); g != nil {
-			t = &reqTrack{gen: g, lastSeen: now}
+			t = &reqTrack{gen: g, engine: engine, lastSeen: now}
 			c.reqs[ev.requestID] = t
 		}
 	}
 	reason := ReasonUnknownRequest
-	if t != nil && !t.gen.retired {
+	if t != nil && !t.gen.retired && t.engine == engine {
 		reason = c.applyCountersLocked(t, sourceEngine, ev.processed, ev.generated, ev.finished, now)
 	}
 	c.mu.Unlock()
@@ -496,33 +521,58 @@ func (c *Collector) handleEvent(ev engineEvent) {
 	}
 }
 
-// enableFallback switches the throughput source to the OpenAI fallback
-// (auto mode, after an unsupported status before any valid event).
-func (c *Collector) enableFallback() {
+// enableFallback switches engine's throughput source to the OpenAI
+// fallback (auto mode, after an unsupported status before any valid
+// event): the requests dispatched to it are measured from their responses.
+func (c *Collector) enableFallback(engine int) {
 	c.mu.Lock()
-	was := c.fallback
-	c.fallback = true
+	was := c.fallback[engine]
+	c.fallback[engine] = true
 	c.mu.Unlock()
 	if !was {
-		c.log.Warn("engine stats stream unsupported; using OpenAI fallback observation", "url", c.streamURL)
+		c.log.Warn("engine stats stream unsupported; using OpenAI fallback observation", "url", c.streamURLs[engine])
 		c.m.sourceTransition(sourceEngine, sourceFallback, "unsupported")
 	}
 }
 
 // FallbackActive reports whether the OpenAI fallback currently feeds the
-// throughput statistics (mode off, or auto after the stream was
-// unsupported).
+// throughput statistics of at least one engine (mode off, or auto after an
+// engine's stream was unsupported).
 func (c *Collector) FallbackActive() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.fallback
+	return slices.Contains(c.fallback, true)
+}
+
+// EngineFallbackActive reports whether the OpenAI fallback feeds the
+// throughput statistics of the requests sent to engine.
+func (c *Collector) EngineFallbackActive(engine int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return engine >= 0 && engine < len(c.fallback) && c.fallback[engine]
+}
+
+// fallbackLocked reports whether engine is in fallback mode.
+func (c *Collector) fallbackLocked(engine int) bool {
+	return engine >= 0 && engine < len(c.fallback) && c.fallback[engine]
 }
 
 func (c *Collector) sourceLocked() string {
-	if c.fallback {
+	if slices.Contains(c.fallback, true) {
 		return sourceFallback
 	}
 	return sourceEngine
+}
+
+// kvURLOf is engine's KV stats URL, empty when polling is off.
+func (c *Collector) kvURLOf(engine int) string {
+	if engine == 0 {
+		return c.kvURL
+	}
+	if engine-1 < len(c.kvURLs) {
+		return c.kvURLs[engine-1]
+	}
+	return ""
 }
 
 // sweep finalizes requests whose counters saw no event for RequestTTL,

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,6 +73,12 @@ type Config struct {
 	// UpstreamBaseURL is the engine's base URL (--upstream-http-base-url);
 	// a trailing "/" is ignored.
 	UpstreamBaseURL string
+	// UpstreamBaseURLs lists the engines when --upstream-http-base-url
+	// names several: the stats stream and the KV poll are consumed from
+	// each, and the index of an engine in this list is the engine number
+	// of Observer.Dispatched. Set UpstreamBaseURL or UpstreamBaseURLs, not
+	// both.
+	UpstreamBaseURLs []string
 	// HTTPClient makes the stream and KV requests; nil means a fresh
 	// http.Client. Its Timeout must be zero: the stream never ends, and the
 	// KV poll carries its own 1 s deadline.
@@ -95,12 +102,27 @@ type Config struct {
 // Validate reports the first invalid field, naming its flag. It does not
 // change c.
 func (c Config) Validate() error {
-	if c.UpstreamBaseURL == "" {
-		return errors.New("--upstream-http-base-url is required")
+	if c.UpstreamBaseURL != "" && len(c.UpstreamBaseURLs) > 0 {
+		return errors.New("--upstream-http-base-url: set UpstreamBaseURL or UpstreamBaseURLs, not both")
 	}
-	u, err := url.Parse(c.UpstreamBaseURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--upstream-http-base-url %q: want an absolute http:// or https:// URL", c.UpstreamBaseURL)
+	urls := c.UpstreamBaseURLs
+	if len(urls) == 0 {
+		if c.UpstreamBaseURL == "" {
+			return errors.New("--upstream-http-base-url is required")
+		}
+		urls = []string{c.UpstreamBaseURL}
+	}
+	seen := map[string]bool{}
+	for _, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--upstream-http-base-url %q: want an absolute http:// or https:// URL", s)
+		}
+		k := strings.TrimRight(s, "/")
+		if seen[k] {
+			return fmt.Errorf("--upstream-http-base-url %q: listed twice", s)
+		}
+		seen[k] = true
 	}
 	switch c.StreamMode {
 	case "", ModeAuto, ModeRequired, ModeOff:
@@ -143,5 +165,17 @@ func (c Config) withDefaults() Config {
 		c.StreamPath = DefaultStreamPath
 	}
 	c.UpstreamBaseURL = strings.TrimRight(c.UpstreamBaseURL, "/")
+	c.UpstreamBaseURLs = slices.Clone(c.UpstreamBaseURLs)
+	for i, u := range c.UpstreamBaseURLs {
+		c.UpstreamBaseURLs[i] = strings.TrimRight(u, "/")
+	}
 	return c
+}
+
+// engineURLs returns every engine's base URL (after withDefaults).
+func (c Config) engineURLs() []string {
+	if len(c.UpstreamBaseURLs) > 0 {
+		return c.UpstreamBaseURLs
+	}
+	return []string{c.UpstreamBaseURL}
 }

@@ -21,6 +21,12 @@
 // background work: the engine-stream consumer, the 1 s KV poll and the 1 s
 // stale sweep, all timed by the injected clock.
 //
+// With several engines behind the pylon (Config.UpstreamBaseURLs) the
+// stream and the KV poll run against each: KV values are summed over the
+// engines, an engine's stream events count only for requests dispatched to
+// it (Observer.Dispatched), and the auto-mode fallback is decided per
+// engine. Each model still has one set of statistics for the whole pylon.
+//
 // The package decides what the statistics are; it does not decide routing,
 // admission outcomes (the relay compares LocalQueueMs with the hub's
 // estimate) or when a registration is sent (Changed only says that the

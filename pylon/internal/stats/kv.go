@@ -21,36 +21,49 @@ type kvStats struct {
 // maxKVBody bounds the KV stats body read.
 const maxKVBody = 1 << 20
 
-// runKVPoll polls at once and then KVPollInterval after each poll ends.
-func (c *Collector) runKVPoll(ctx context.Context) {
-	c.pollKV(ctx)
-	c.every(ctx, KVPollInterval, func() { c.pollKV(ctx) })
+// runKVPoll polls engine's KV stats at once and then KVPollInterval after
+// each poll ends.
+func (c *Collector) runKVPoll(ctx context.Context, engine int) {
+	c.pollEngineKV(ctx, engine)
+	c.every(ctx, KVPollInterval, func() { c.pollEngineKV(ctx, engine) })
 }
 
-// pollKV fetches the KV stats once, with a KVPollTimeout deadline on the
-// injected clock, and applies them to the named model if it has a
-// generation. A failed poll keeps the last values.
+// pollKV polls every engine's KV stats once, one after the other.
 func (c *Collector) pollKV(ctx context.Context) {
-	kv, err := c.fetchKV(ctx)
+	for i := range c.streamURLs {
+		if c.kvURLOf(i) != "" {
+			c.pollEngineKV(ctx, i)
+		}
+	}
+}
+
+// pollEngineKV fetches engine's KV stats once, with a KVPollTimeout
+// deadline on the injected clock, and applies them to the named model if
+// it has a generation: the model's published KV fields are the sums over
+// the engines of each engine's last successful poll. A failed poll keeps
+// the engine's last values.
+func (c *Collector) pollEngineKV(ctx context.Context, engine int) {
+	kvURL := c.kvURLOf(engine)
+	kv, err := c.fetchKV(ctx, kvURL)
 	if ctx.Err() != nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
-		if !c.kvFailed {
-			c.log.Warn("KV-cache stats poll failed; keeping the last values", "url", c.kvURL, "err", err)
+		if !c.kvFailed[engine] {
+			c.log.Warn("KV-cache stats poll failed; keeping the last values", "url", kvURL, "err", err)
 		}
-		c.kvFailed = true
+		c.kvFailed[engine] = true
 		return
 	}
-	if c.kvFailed {
-		c.log.Info("KV-cache stats poll recovered", "url", c.kvURL)
-		c.kvFailed = false
+	if c.kvFailed[engine] {
+		c.log.Info("KV-cache stats poll recovered", "url", kvURL)
+		c.kvFailed[engine] = false
 	}
 	model := *kv.Model
 	if strings.TrimSpace(model) == "" {
-		c.log.Warn("dropping KV-cache stats without a model id")
+		c.log.Warn("dropping KV-cache stats without a model id", "url", kvURL)
 		return
 	}
 	g := c.gens[model]
@@ -58,12 +71,17 @@ func (c *Collector) pollKV(ctx context.Context) {
 		// Before the first model is added (startup waits for the engine
 		// and calibrates first) this is expected, not worth a warning.
 		if len(c.gens) > 0 {
-			c.log.Warn("dropping KV-cache stats for a model with no live generation", "model", model)
+			c.log.Warn("dropping KV-cache stats for a model with no live generation", "model", model, "url", kvURL)
 		}
 		return
 	}
-	changed := !g.kvSeen || g.kvCap != *kv.Capacity || g.kvUsed != *kv.Used || g.kvFree != *kv.Free
-	g.kvCap, g.kvUsed, g.kvFree = *kv.Capacity, *kv.Used, *kv.Free
+	g.kv[engine] = kvVal{capacity: *kv.Capacity, used: *kv.Used, free: *kv.Free}
+	var sum kvVal
+	for _, v := range g.kv {
+		sum.capacity, sum.used, sum.free = addSat(sum.capacity, v.capacity), addSat(sum.used, v.used), addSat(sum.free, v.free)
+	}
+	changed := !g.kvSeen || g.kvCap != sum.capacity || g.kvUsed != sum.used || g.kvFree != sum.free
+	g.kvCap, g.kvUsed, g.kvFree = sum.capacity, sum.used, sum.free
 	g.kvSeen = true
 	g.observedAt = c.clk.Now()
 	if changed {
@@ -71,12 +89,12 @@ func (c *Collector) pollKV(ctx context.Context) {
 	}
 }
 
-func (c *Collector) fetchKV(ctx context.Context) (kvStats, error) {
+func (c *Collector) fetchKV(ctx context.Context, kvURL string) (kvStats, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	deadline := c.clk.AfterFunc(KVPollTimeout, cancel)
 	defer deadline.Stop()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.kvURL, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kvURL, nil)
 	if err != nil {
 		return kvStats{}, err
 	}

@@ -40,7 +40,7 @@ func newMetrics(reg prometheus.Registerer, c *Collector) (*metrics, error) {
 		}, []string{"reason"}),
 		connectedG: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pylon_engine_stats_stream_connected",
-			Help: "1 while the engine stats stream is connected, by --engine-stats-stream mode.",
+			Help: "Engines whose stats stream is connected (1 while it is, with one engine), by --engine-stats-stream mode.",
 		}, []string{"mode"}),
 		stale: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pylon_engine_stats_stale_cleanups_total",
@@ -92,15 +92,18 @@ func (m *metrics) reconnect(reason string) {
 	}
 }
 
+// connected counts an engine stats stream opening (up) or closing: the
+// gauge is the number of engines whose stream is open (0 or 1 with one
+// engine).
 func (m *metrics) connected(mode string, up bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
+	v := -1.0
 	if up {
 		v = 1
 	}
-	m.connectedG.WithLabelValues(mode).Set(v)
+	m.connectedG.WithLabelValues(mode).Add(v)
 }
 
 func (m *metrics) staleCleanup(kind, source string) {

@@ -85,6 +85,7 @@ type Observer struct {
 	// Guarded by c.mu.
 	gen           *generation // nil: inert
 	track         *reqTrack
+	engine        int // the engine the request was dispatched to (0 until told)
 	state         State
 	status        int
 	acceptedAt    time.Time
@@ -118,6 +119,27 @@ func (c *Collector) Begin(r RequestInfo) *Observer {
 	g.lastEvent, g.observedAt = now, now
 	c.signal()
 	return o
+}
+
+// Dispatched records that the request is being sent to engine (its index
+// in Config.UpstreamBaseURLs; 0 when there is one engine), before it is
+// sent and again when it is retried on another engine. From then on only
+// that engine's stats events count for the request id, and the engine's
+// stream mode (stream or OpenAI fallback) decides how the request is
+// measured.
+func (o *Observer) Dispatched(engine int) {
+	if o == nil {
+		return
+	}
+	o.c.mu.Lock()
+	defer o.c.mu.Unlock()
+	o.engine = engine
+	if t := o.track; t != nil && o.c.reqs[o.info.ID] == t && t.engine != engine {
+		// A retry: counters the first engine reported start over on the
+		// new one.
+		t.engine = engine
+		t.counting, t.finalized = false, false
+	}
 }
 
 // Info returns the request description the observer was begun with.
@@ -307,7 +329,8 @@ func (c *Collector) observeLocked(o *Observer, now time.Time) {
 	}
 	g.lastEvent, g.observedAt = now, now
 	o.liveTPS = 0
-	if c.fallback && o.state == OutputGeneration {
+	fallback := c.fallbackLocked(o.engine)
+	if fallback && o.state == OutputGeneration {
 		o.liveTPS, _ = o.outputTPS(now)
 	}
 	t := o.track
@@ -318,7 +341,7 @@ func (c *Collector) observeLocked(o *Observer, now time.Time) {
 		t.obsDone, t.obsDoneAt = true, now
 	}
 	defer c.signal()
-	if !c.fallback && !o.calibration {
+	if !fallback && !o.calibration {
 		return
 	}
 	if o.explicit {

@@ -30,20 +30,25 @@ type streamOutcome struct {
 	stopped     bool   // ctx is done
 }
 
-// runStream consumes the engine stats stream until ctx is done, or, in auto
-// mode, until an unsupported status before any valid event enables the
-// OpenAI fallback. Every other ending reconnects after a backoff that starts
-// at InitialBackoff, doubles up to MaxBackoff and is never reset (trap 5).
-func (c *Collector) runStream(ctx context.Context) {
+// runStream consumes the first (or only) engine's stats stream.
+func (c *Collector) runStream(ctx context.Context) { c.runEngineStream(ctx, 0) }
+
+// runEngineStream consumes engine's stats stream until ctx is done, or, in
+// auto mode, until an unsupported status before any valid event enables the
+// OpenAI fallback for that engine. Every other ending reconnects after a
+// backoff that starts at InitialBackoff, doubles up to MaxBackoff and is
+// never reset (trap 5). Each engine has its own stream, backoff and
+// fallback decision.
+func (c *Collector) runEngineStream(ctx context.Context, engine int) {
 	backoff := InitialBackoff
 	validSeen := false
 	for {
-		out := c.readStream(ctx, &validSeen)
+		out := c.readStream(ctx, engine, &validSeen)
 		if out.stopped || ctx.Err() != nil {
 			return
 		}
 		if out.unsupported && c.cfg.StreamMode == ModeAuto && !validSeen {
-			c.enableFallback()
+			c.enableFallback(engine)
 			return
 		}
 		c.m.reconnect(out.reason)
@@ -61,9 +66,11 @@ func (c *Collector) runStream(ctx context.Context) {
 	}
 }
 
-// readStream opens the stream once and handles its lines until it ends.
-func (c *Collector) readStream(ctx context.Context, validSeen *bool) streamOutcome {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.streamURL, nil)
+// readStream opens engine's stream once and handles its lines until it
+// ends.
+func (c *Collector) readStream(ctx context.Context, engine int, validSeen *bool) streamOutcome {
+	streamURL := c.streamURLs[engine]
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, streamURL, nil)
 	if err != nil { // the URL was validated in New; keep going anyway
 		return streamOutcome{reason: reconnectConnectError}
 	}
@@ -73,22 +80,22 @@ func (c *Collector) readStream(ctx context.Context, validSeen *bool) streamOutco
 		if ctx.Err() != nil {
 			return streamOutcome{stopped: true}
 		}
-		c.log.Warn("engine stats stream connect failed", "url", c.streamURL, "err", err)
+		c.log.Warn("engine stats stream connect failed", "url", streamURL, "err", err)
 		return streamOutcome{reason: reconnectConnectError}
 	}
 	defer func() { _ = resp.Body.Close() }()
 	switch resp.StatusCode {
 	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
-		c.log.Warn("engine stats stream endpoint is unsupported", "url", c.streamURL, "status", resp.StatusCode)
+		c.log.Warn("engine stats stream endpoint is unsupported", "url", streamURL, "status", resp.StatusCode)
 		return streamOutcome{reason: reconnectUnsupported, unsupported: true}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		c.log.Warn("engine stats stream returned non-success status", "url", c.streamURL, "status", resp.StatusCode)
+		c.log.Warn("engine stats stream returned non-success status", "url", streamURL, "status", resp.StatusCode)
 		return streamOutcome{reason: reconnectHTTPStatus}
 	}
 	c.m.connected(c.cfg.StreamMode, true)
 	defer c.m.connected(c.cfg.StreamMode, false)
-	sp := splitter{handle: func(line []byte) { c.handleLine(line, validSeen) }, tooLarge: func() {
+	sp := splitter{handle: func(line []byte) { c.handleEngineLine(engine, line, validSeen) }, tooLarge: func() {
 		c.m.invalidEvent(ReasonLineTooLarge)
 		if c.onLine != nil {
 			c.onLine()
@@ -104,7 +111,7 @@ func (c *Collector) readStream(ctx context.Context, validSeen *bool) streamOutco
 		case errors.Is(err, io.EOF):
 			return streamOutcome{reason: reconnectEOF}
 		case err != nil:
-			c.log.Warn("engine stats stream read failed", "url", c.streamURL, "err", err)
+			c.log.Warn("engine stats stream read failed", "url", streamURL, "err", err)
 			return streamOutcome{reason: reconnectReadError}
 		case n == 0:
 			return streamOutcome{reason: reconnectEmptyChunk}
@@ -112,8 +119,12 @@ func (c *Collector) readStream(ctx context.Context, validSeen *bool) streamOutco
 	}
 }
 
-// handleLine validates and applies one line (LF and CR already removed).
-func (c *Collector) handleLine(line []byte, validSeen *bool) {
+// handleLine handles one line of the first (or only) engine's stream.
+func (c *Collector) handleLine(line []byte, validSeen *bool) { c.handleEngineLine(0, line, validSeen) }
+
+// handleEngineLine validates and applies one line of engine's stream (LF
+// and CR already removed).
+func (c *Collector) handleEngineLine(engine int, line []byte, validSeen *bool) {
 	if c.onLine != nil {
 		defer c.onLine()
 	}
@@ -129,7 +140,7 @@ func (c *Collector) handleLine(line []byte, validSeen *bool) {
 	case lineStats:
 		*validSeen = true
 		c.m.event("stats")
-		c.handleEvent(ev)
+		c.handleEvent(engine, ev)
 	}
 }
 
