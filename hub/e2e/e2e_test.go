@@ -37,6 +37,8 @@ func TestE2E(t *testing.T) {
 			{"PylonKilled", testPylonKilled},
 			{"ClientCancel", testClientCancel},
 			{"TLSAndToken", testTLSAndToken},
+			{"LBConfigRejected", testLBConfigRejected},
+			{"LastClusterAffinity", testLastClusterAffinity},
 		} {
 			t.Run(sc.name, sc.run)
 		}

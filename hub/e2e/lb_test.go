@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeFile writes content to a file in the test's temp dir.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// testLBConfigRejected: an lb-config field the algorithm does not take stops
+// the hub at startup with an error naming the algorithm and the field.
+func testLBConfigRejected(t *testing.T) {
+	path := writeFile(t, "lb.json", `{"models":{"`+model+`":{"algorithm":"power-of-n","last_cluster_affinity":true}}}`)
+	ports := freePorts(t, 3)
+	p, err := launch("hub", bin.hub, hubArgs(ports, []string{"--lb-config-path", path}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.kill()
+		t.Fatal("the hub kept running with an invalid lb config")
+	}
+	out := p.out.String()
+	if p.cmd.ProcessState.ExitCode() == 0 ||
+		!strings.Contains(out, "power-of-n config does not support field(s): last_cluster_affinity") {
+		t.Fatalf("exit %d, output:\n%s", p.cmd.ProcessState.ExitCode(), out)
+	}
+}
+
+// testLastClusterAffinity runs pulsar-wait-and-widen with
+// last_cluster_affinity over two clusters: a session without a hint goes to
+// its key's rank-1 cluster; the same key hinted with the other cluster is
+// served there (returning, promoted); the session metric counts both; a
+// hint from a caller without the gateway token is ignored; and a routing
+// expression cannot turn the feature on.
+func testLastClusterAffinity(t *testing.T) {
+	e := newEnv(t)
+	lbPath := writeFile(t, "lb.json", `{"models":{"`+model+`":{"algorithm":"pulsar-wait-and-widen",
+		"cache_affinity_wait_ms":200,"last_cluster_affinity":true}}}`)
+	tokenPath := writeFile(t, "gateway-token", "gw-secret\n")
+	h := e.hub("--lb-config-path", lbPath, "--gateway-token-file", tokenPath)
+	a := e.pylon(h, e.mock("--ttft-ms", "1", "--token-delay-ms", "1"), "pylon-a", "--initial-input-tps", "50000")
+	b := e.pylon(h, e.mock("--ttft-ms", "1", "--token-delay-ms", "1"), "pylon-b", "--initial-input-tps", "50000")
+	e.waitRegistered(h, a, b)
+	ctx := t.Context()
+	gateway := func(hint string) http.Header {
+		hdr := http.Header{}
+		hdr.Set("Authorization", "Bearer gw-secret")
+		hdr.Set("x-cache-affinity-key", "mt:v1:session:e2e")
+		if hint != "" {
+			hdr.Set("x-stargate-last-cluster-id", hint)
+		}
+		return hdr
+	}
+
+	// Both clusters must be ranked (their max_input_tps arrives with the
+	// first stats report).
+	var home string
+	waitFor(t, 10*time.Second, "a first session request to be served", func() (bool, string) {
+		r := h.stream(ctx, e.cl, chat{Content: promptOf(32), OutputTokens: 2, Header: gateway("")})
+		home = r.Header.Get("x-stargate-cluster-id")
+		return r.ok(2), r.String()
+	})
+	other := "pylon-a"
+	if home == "pylon-a" {
+		other = "pylon-b"
+	}
+	for range 3 {
+		r := h.stream(ctx, e.cl, chat{Content: promptOf(32), OutputTokens: 2, Header: gateway(other)})
+		if got := r.Header.Get("x-stargate-cluster-id"); !r.ok(2) || got != other {
+			t.Fatalf("returning session hinted %s was served by %q: %v", other, got, r)
+		}
+	}
+	// Without the gateway token the hint and the key are dropped: the
+	// request is unclassified and routes like any keyless request.
+	untrusted := gateway(other)
+	untrusted.Del("Authorization")
+	if r := h.stream(ctx, e.cl, chat{Content: promptOf(32), OutputTokens: 2, Header: untrusted}); !r.ok(2) {
+		t.Fatalf("untrusted request: %v", r)
+	}
+
+	m := mustScrape(t, e.cl, h.metricsURL)
+	for _, c := range []struct {
+		state, selection string
+		min              float64
+	}{
+		{"new", "primary", 1}, {"returning", "primary", 3},
+		{"new", "fallback", 0}, {"returning", "fallback", 0}, {"stale", "primary", 0}, {"stale", "fallback", 0},
+	} {
+		got := m.value("stargate_routing_session_selections_total", "model", model, "algorithm", "pulsar-wait-and-widen",
+			"session_state", c.state, "selection", c.selection)
+		if got < c.min || (c.min == 0 && got != 0) || (c.state == "returning" && c.selection == "primary" && got != 3) {
+			t.Errorf("session_state=%s selection=%s: %v", c.state, c.selection, got)
+		}
+	}
+
+	// last_cluster_affinity is not an expression parameter.
+	hdr := gateway("")
+	hdr.Set("x-routing-method", "pulsar-wait-and-widen;last_cluster_affinity=true")
+	r := h.stream(ctx, e.cl, chat{Content: promptOf(8), OutputTokens: 1, Header: hdr})
+	if r.Status != http.StatusBadRequest || r.Header.Get("x-stargate-error-code") != "unknown_parameter" {
+		t.Errorf("expression with last_cluster_affinity: status %d, code %q", r.Status, r.Header.Get("x-stargate-error-code"))
+	}
+	// A valid expression is served and counted.
+	hdr.Set("x-routing-method", "pulsar-wait-and-widen;cache_affinity_wait_ms=0")
+	if r := h.stream(ctx, e.cl, chat{Content: promptOf(8), OutputTokens: 1, Header: hdr}); !r.ok(1) {
+		t.Errorf("valid expression: %v", r)
+	}
+	m = mustScrape(t, e.cl, h.metricsURL)
+	if got := m.value("stargate_routing_expressions_total", "algorithm", "pulsar-wait-and-widen", "cache", "build"); got != 1 {
+		t.Errorf("stargate_routing_expressions_total{cache=build} = %v, want 1", got)
+	}
+}
