@@ -63,7 +63,7 @@ func TestComparatorJSON(t *testing.T) {
 
 // Two clusters on which every comparator gives a hand-computed answer.
 //
-//	a: rtt 1 ms, tps 1000, queued 2000 (qest 2000 ms), queue_size 1, running 8 of 16
+//	a: rtt 1 ms, tps 1000, queued 2000 (qest 2000 ms), queue_size 1, running 16 of 16 (no free slot)
 //	b: rtt 1 ms, tps 4000, queued 4000 (qest 1000 ms), queue_size 5, running 2 of 1
 //
 // request: 1000 tokens, priority 0.
@@ -71,11 +71,11 @@ func TestComparatorJSON(t *testing.T) {
 //	ttft:   a = 1 + 2000 + 1000 = 3001,  b = 1 + 1000 + 250 = 1251 → b
 //	queue:  a = 2000, b = 1000 → b
 //	work:   a = 3000/1000 = 3 s, b = 5000/4000 = 1.25 s → b
-//	util:   a = 0.5, b = 2 → a
+//	util:   a = 1, b = 2 → a
 //	queued: a = 1, b = 5 → a
 func TestComparators(t *testing.T) {
 	a := routing.ClusterView{ClusterID: "a", RTT: time.Millisecond, Stats: protocol.ModelStats{
-		LastMeanInputTPS: 1000, QueuedInputSize: 2000, QueueSize: 1, NumRunningQueries: 8, MaxEngineConcurrency: 16}}
+		LastMeanInputTPS: 1000, QueuedInputSize: 2000, QueueSize: 1, NumRunningQueries: 16, MaxEngineConcurrency: 16}}
 	b := routing.ClusterView{ClusterID: "b", RTT: time.Millisecond, Stats: protocol.ModelStats{
 		LastMeanInputTPS: 4000, QueuedInputSize: 4000, QueueSize: 5, NumRunningQueries: 2, MaxEngineConcurrency: 1}}
 	req := &routing.Request{InputTokens: 1000}
@@ -89,7 +89,7 @@ func TestComparators(t *testing.T) {
 		{ComparatorTTFT, 3001, 1251, 1, "ttft"},
 		{ComparatorQueueTime, 2000, 1000, 1, "queue-time"},
 		{ComparatorInputWorkSeconds, 3, 1.25, 1, "input-work-seconds"},
-		{ComparatorUtilization, 0.5, 2, -1, "utilization"},
+		{ComparatorUtilization, 1, 2, -1, "utilization"},
 		{ComparatorNumRequestsQueued, 1, 5, -1, "num-requests-queued"},
 	} {
 		t.Run(tc.comparator, func(t *testing.T) {

@@ -83,11 +83,23 @@ func PriorityMapEstimate(m map[uint32]uint64, p uint32) (ms uint64, ok bool) {
 //   - otherwise a valid TPS gives ceil(1000·queued_input_size/tps);
 //   - otherwise the estimate is undefined (ok false).
 func QueueEstimate(s *protocol.ModelStats, p uint32) (ms uint64, ok bool) {
+	if FreeSlot(s) {
+		return 0, true
+	}
 	if len(s.QueueTimeEstimateMsByPriority) > 0 {
 		ms, _ = PriorityMapEstimate(s.QueueTimeEstimateMsByPriority, p)
 		return ms, true
 	}
 	return QueueTimeDeltaMs(s.QueuedInputSize, s.LastMeanInputTPS)
+}
+
+// FreeSlot is the free-slot rule (hub.md §4 [L]): a cluster that reports
+// its engine concurrency and has fewer running requests than that (pending
+// reservations included) starts a new request at once, so its queue delay
+// is 0 whatever its queue fields say. An unknown concurrency (0) never
+// qualifies.
+func FreeSlot(s *protocol.ModelStats) bool {
+	return s.MaxEngineConcurrency > 0 && s.NumRunningQueries < s.MaxEngineConcurrency
 }
 
 // QueueEstimateMs is QueueEstimate under the name the proxy calls it by.
@@ -99,6 +111,9 @@ func QueueEstimateMs(s *protocol.ModelStats, p uint32) (ms uint64, ok bool) {
 // map through v.Priorities when the store sorted it (the same answer, no
 // map iteration).
 func ViewQueueEstimate(v *routing.ClusterView, p uint32) (ms uint64, ok bool) {
+	if FreeSlot(&v.Stats) {
+		return 0, true
+	}
 	if len(v.Priorities) == 0 || len(v.Priorities) != len(v.Stats.QueueTimeEstimateMsByPriority) {
 		return QueueEstimate(&v.Stats, p)
 	}

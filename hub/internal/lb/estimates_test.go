@@ -121,7 +121,8 @@ func TestPrefillTTFTWorkUtilization(t *testing.T) {
 		RTT:       1500 * time.Microsecond,
 		Stats: protocol.ModelStats{
 			LastMeanInputTPS: 4000, QueuedInputSize: 1000,
-			NumRunningQueries: 3, MaxEngineConcurrency: 4,
+			NumRunningQueries: 6, MaxEngineConcurrency: 4, // no free slot: the queue counts
+
 		},
 	}
 	if got := PrefillMs(&v.Stats, 500); got != 125 {
@@ -140,8 +141,8 @@ func TestPrefillTTFTWorkUtilization(t *testing.T) {
 	if got := InputWorkSeconds(&v.Stats, 1000); got != 0.5 {
 		t.Errorf("InputWorkSeconds = %v, want 0.5", got)
 	}
-	if got := Utilization(&v.Stats); got != 0.75 {
-		t.Errorf("Utilization = %v, want 0.75", got)
+	if got := Utilization(&v.Stats); got != 1.5 {
+		t.Errorf("Utilization = %v, want 1.5", got)
 	}
 	if got := Utilization(&protocol.ModelStats{NumRunningQueries: 3}); got != 3 {
 		t.Errorf("Utilization with unknown concurrency = %v, want 3 (divided by 1)", got)
@@ -214,6 +215,39 @@ func TestViewQueueEstimateMatchesMap(t *testing.T) {
 			if ViewQueueMs(&v, p) != QueueMs(&v.Stats, p) && !(math.IsInf(QueueMs(&v.Stats, p), 1)) {
 				t.Fatalf("ViewQueueMs differs for %v p %d", m, p)
 			}
+		}
+	}
+}
+
+// The free-slot rule: with a known engine concurrency and fewer running
+// requests, the queue delay is 0 whatever the queue fields say; a full or
+// unknown limit keeps the estimate.
+func TestFreeSlot(t *testing.T) {
+	m := map[uint32]uint64{0: 700}
+	for _, tc := range []struct {
+		name          string
+		running, mec  uint64
+		wantMs        uint64
+		wantFreeSlots bool
+	}{
+		{"free slot", 3, 4, 0, true},
+		{"full", 4, 4, 700, false},
+		{"unknown limit", 0, 0, 700, false},
+	} {
+		s := protocol.ModelStats{LastMeanInputTPS: 1000, QueuedInputSize: 5000, NumRunningQueries: tc.running,
+			MaxEngineConcurrency: tc.mec, QueueTimeEstimateMsByPriority: m}
+		v := routing.ClusterView{Stats: s, Priorities: routing.SortPriorities(m)}
+		if FreeSlot(&s) != tc.wantFreeSlots {
+			t.Errorf("%s: FreeSlot = %v", tc.name, !tc.wantFreeSlots)
+		}
+		if ms, ok := QueueEstimate(&s, 0); !ok || ms != tc.wantMs {
+			t.Errorf("%s: QueueEstimate = %d, %v; want %d", tc.name, ms, ok, tc.wantMs)
+		}
+		if ms, ok := ViewQueueEstimate(&v, 0); !ok || ms != tc.wantMs {
+			t.Errorf("%s: ViewQueueEstimate = %d, %v; want %d", tc.name, ms, ok, tc.wantMs)
+		}
+		if got := ViewQueueMs(&v, 0); got != float64(tc.wantMs) {
+			t.Errorf("%s: ViewQueueMs = %v", tc.name, got)
 		}
 	}
 }

@@ -63,7 +63,9 @@ func fixtureRegistration(id string) *protocol.Registration {
 	models := map[string]protocol.ModelEntry{}
 	switch id {
 	case "a1", "a2":
-		models[model] = entry(protocol.ModelStats{LastMeanInputTPS: 1000, MaxEngineConcurrency: 8,
+		// Running at the limit: no free slot, so the priority map's
+		// estimate is what the hub forwards.
+		models[model] = entry(protocol.ModelStats{LastMeanInputTPS: 1000, MaxEngineConcurrency: 8, NumRunningQueries: 8,
 			QueueTimeEstimateMsByPriority: map[uint32]uint64{0: 120, 5: 300}})
 	case "b1":
 		models[model] = entry(protocol.ModelStats{LastMeanInputTPS: 0, MaxEngineConcurrency: 8})
