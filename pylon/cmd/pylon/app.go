@@ -56,7 +56,7 @@ func newApp(cfg config, log *slog.Logger) (*app, error) {
 	scfg := stats.Config{
 		Clock: clk, Log: log, HTTPClient: client,
 		StreamMode: cfg.StreamMode, StreamPath: cfg.StreamPath, KVCachePath: cfg.KVCachePath,
-		InitialInputTPS: cfg.InitialInputTPS, PinInputTPS: cfg.PinInputTPS, Registerer: reg,
+		InitialInputTPS: cfg.InitialInputTPS, PinInputTPS: cfg.PinInputTPS, MaxEngineConcurrency: cfg.MaxEngineConcurrency, Registerer: reg,
 	}
 	rcfg := relay.Defaults()
 	if len(cfg.engines) > 1 {

@@ -15,30 +15,31 @@ import (
 
 // config is every pylon setting; flag names and defaults follow pylon.md §6.
 type config struct {
-	StargateAddress    string
-	UpstreamBaseURL    string
-	ModelNames         string
-	InferenceServerID  string
-	ClusterID          string
-	Listen             string
-	MetricsListen      string
-	MinUpdateInterval  time.Duration
-	AuthToken          string
-	AuthTokenFile      string
-	InitialInputTPS    float64
-	PinInputTPS        bool
-	DoCalibration      bool
-	CalibRequests      int
-	CalibPromptUnits   int
-	CalibConcurrency   int
-	CalibStepTimeout   time.Duration
-	HealthProbeTimeout time.Duration
-	HealthPaths        string
-	HealthWait         time.Duration
-	KVCachePath        string
-	StreamMode         string
-	StreamPath         string
-	Drain              time.Duration
+	StargateAddress      string
+	UpstreamBaseURL      string
+	ModelNames           string
+	InferenceServerID    string
+	ClusterID            string
+	Listen               string
+	MetricsListen        string
+	MinUpdateInterval    time.Duration
+	AuthToken            string
+	AuthTokenFile        string
+	InitialInputTPS      float64
+	PinInputTPS          bool
+	MaxEngineConcurrency uint64
+	DoCalibration        bool
+	CalibRequests        int
+	CalibPromptUnits     int
+	CalibConcurrency     int
+	CalibStepTimeout     time.Duration
+	HealthProbeTimeout   time.Duration
+	HealthPaths          string
+	HealthWait           time.Duration
+	KVCachePath          string
+	StreamMode           string
+	StreamPath           string
+	Drain                time.Duration
 
 	RetryableCodes                string
 	RequireUpstreamRetryHeader    bool
@@ -89,6 +90,7 @@ func (c *config) register(fs *cli.FlagSet) {
 	fs.String(&c.AuthTokenFile, "auth-token-file", "STARGATE_AUTH_TOKEN_FILE", "", "file holding the registration token, re-read on every dial")
 	fs.Float64(&c.InitialInputTPS, "initial-input-tps", "PYLON_INITIAL_INPUT_TPS", 0, "seed last_mean_input_tps (counts as 5 samples); finite, > 0")
 	fs.Bool(&c.PinInputTPS, "benchmark-pin-input-tps", "PYLON_BENCHMARK_PIN_INPUT_TPS", false, "publish --initial-input-tps unchanged (benchmarks)")
+	fs.Uint64(&c.MaxEngineConcurrency, "max-engine-concurrency", "PYLON_MAX_ENGINE_CONCURRENCY", 0, "requests the engines behind this pylon run at once (all engines together), published as max_engine_concurrency; 0 = unknown, the hub then never filters on capacity")
 	fs.Bool(&c.DoCalibration, "do-calibration", "PYLON_DO_CALIBRATION", false, "measure input TPS with a startup ramp (only for a cluster's sole pylon)")
 	fs.Int(&c.CalibRequests, "calibration-requests", "PYLON_CALIBRATION_REQUESTS", d.CalibRequests, "requests in the first calibration step (doubling)")
 	fs.Int(&c.CalibPromptUnits, "calibration-prompt-units", "PYLON_CALIBRATION_PROMPT_UNITS", d.CalibPromptUnits, "largest calibration prompt (floor 256)")

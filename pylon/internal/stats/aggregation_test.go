@@ -428,3 +428,16 @@ func TestMaxInputTPSIsThePeakMean(t *testing.T) {
 		t.Fatalf("mean %v, max_input_tps %v: the peak must stay %v", s.LastMeanInputTPS, s.MaxInputTPS, peak)
 	}
 }
+
+// --max-engine-concurrency is published as max_engine_concurrency; without
+// it the field stays 0 (unknown), as in the reference.
+func TestMaxEngineConcurrencyPublished(t *testing.T) {
+	t.Parallel()
+	for _, mec := range []uint64{0, 25} {
+		h := newHarness(t, Config{StreamMode: ModeRequired, MaxEngineConcurrency: mec})
+		h.c.AddModel(model)
+		if got := h.stats(model).MaxEngineConcurrency; got != mec {
+			t.Fatalf("max_engine_concurrency %d, want %d", got, mec)
+		}
+	}
+}

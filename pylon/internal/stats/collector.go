@@ -326,7 +326,9 @@ func (c *Collector) Stats(model string) (protocol.ModelStats, bool) {
 
 func (c *Collector) statsLocked(g *generation) protocol.ModelStats {
 	s := protocol.ModelStats{
-		// MaxEngineConcurrency stays 0: pylon has no source for it (§0).
+		// The engine does not report its concurrency; the operator may
+		// (--max-engine-concurrency, pylon.md §7.9), else it stays 0.
+		MaxEngineConcurrency:  c.cfg.MaxEngineConcurrency,
 		LastMeanInputTPS:      g.lastMean,
 		MaxInputTPS:           g.maxIn,
 		MaxOutputTPS:          g.maxOut,

@@ -95,6 +95,10 @@ type Config struct {
 	// PinInputTPS is --benchmark-pin-input-tps: last_mean_input_tps stays at
 	// InitialInputTPS while samples still update the distribution.
 	PinInputTPS bool
+	// MaxEngineConcurrency is --max-engine-concurrency: how many requests
+	// the engines behind this pylon run at once, published as
+	// max_engine_concurrency (0 = unknown, the reference's only value).
+	MaxEngineConcurrency uint64
 	// Registerer receives the package's metrics; nil registers none.
 	Registerer prometheus.Registerer
 }
