@@ -14,7 +14,7 @@ FUZZTIME      ?= 5s
 BENCHCOUNT    ?= 6
 
 # Binaries and the package each is built from.
-CMDS := ./pkg/cmd/mock-engine ./pkg/cmd/demo ./pkg/cmd/ssebench ./gateway/cmd/gateway ./hub/cmd/hub ./pylon/cmd/pylon
+CMDS := ./pkg/cmd/mock-engine ./pkg/cmd/demo ./pkg/cmd/ssebench ./pkg/cmd/loadgen ./gateway/cmd/gateway ./hub/cmd/hub ./pylon/cmd/pylon
 
 .PHONY: all build test unit fuzz-smoke lint fmt vet golangci tidy-check demo bench e2e clean tools
 

@@ -197,6 +197,12 @@ const (
 	// the reference name stays for clients written against it.
 	KVCacheHitTokens = "x-kv-cache-hit-tokens"
 
+	// MockEngineID names the mock engine instance that answered (its
+	// --engine-id). Through the gateway, which hides the hub's
+	// x-stargate-cluster-id from clients, it is how the demo and the load
+	// generator see where a request ran. Real engines never send it.
+	MockEngineID = "x-mock-engine-id"
+
 	// KVCacheUncachedInputTokens is the number of input tokens that had to
 	// be prefilled.
 	KVCacheUncachedInputTokens = "x-kv-cache-uncached-input-tokens"
@@ -336,7 +342,7 @@ var known = [...]string{
 	StargateUpstreamRetryable, StargateRetryable, StargateRetryReason, StargateRetryAfterMs,
 	StargateClusterID, InferenceServerID, InferenceServerURL, StargateErrorCode,
 	KVCacheHit, KVCacheHitTokens, KVCacheReusedInputTokens, KVCacheUncachedInputTokens,
-	KVCacheEvictedEntries, KVCacheEvictedTokens,
+	KVCacheEvictedEntries, KVCacheEvictedTokens, MockEngineID,
 	RateLimitLimitTokens, RateLimitRemainingTokens, RateLimitResetTokens,
 	RateLimitLimitRequests, RateLimitRemainingRequests, RateLimitResetRequests, ShouldRetry,
 	StargateAuthToken, StargateRegistrationHeartbeatMs, TunnelMethod, TunnelPath, TunnelStatus,

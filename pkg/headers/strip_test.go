@@ -208,7 +208,7 @@ func TestInboundReservedMatchesKnown(t *testing.T) {
 		RequestID, MultiTurnSessionID, ClaudeCodeSessionID, NVCFTargetRegion, GroqRegion,
 		OutputTokens,
 		KVCacheHit, KVCacheHitTokens, KVCacheReusedInputTokens, KVCacheUncachedInputTokens,
-		KVCacheEvictedEntries, KVCacheEvictedTokens,
+		KVCacheEvictedEntries, KVCacheEvictedTokens, MockEngineID,
 		RateLimitLimitTokens, RateLimitRemainingTokens, RateLimitResetTokens,
 		RateLimitLimitRequests, RateLimitRemainingRequests, RateLimitResetRequests, ShouldRetry,
 		TunnelStatus,

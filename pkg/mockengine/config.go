@@ -55,6 +55,9 @@ type Config struct {
 	Seed uint64
 	// HealthDelay delays GET /health, to create RTT differences.
 	HealthDelay time.Duration
+	// EngineID, when set, is sent as x-mock-engine-id on every inference
+	// answer, so a client can tell which engine served it.
+	EngineID string
 	// DisableStatsStream makes the engine stats stream answer 404, so the
 	// pylon's fallback estimators can be exercised.
 	DisableStatsStream bool
@@ -104,6 +107,7 @@ func (c *Config) Register(fs *cli.FlagSet) {
 	fs.Float64(&c.TimeScale, "time-scale", "MOCK_ENGINE_TIME_SCALE", d.TimeScale, "divide every modelled duration by this factor (10 = ten times faster)")
 	fs.Uint64(&c.Seed, "seed", "MOCK_ENGINE_SEED", d.Seed, "seed of output text, generated ids and jitter")
 	fs.Millis(&c.HealthDelay, "health-delay-ms", "MOCK_ENGINE_HEALTH_DELAY_MS", d.HealthDelay, "delay before GET /health answers")
+	fs.String(&c.EngineID, "engine-id", "MOCK_ENGINE_ENGINE_ID", "", "sent as x-mock-engine-id on every inference answer (e.g. the cluster name), so clients can see where a request ran")
 	fs.Bool(&c.DisableStatsStream, "disable-stats-stream", "MOCK_ENGINE_DISABLE_STATS_STREAM", d.DisableStatsStream, "answer 404 on the engine stats stream (exercises pylon's fallback)")
 	fs.Int64(&c.MaxBodyBytes, "max-body-bytes", "MOCK_ENGINE_MAX_BODY_BYTES", d.MaxBodyBytes, "largest accepted request body; larger gets 413")
 }

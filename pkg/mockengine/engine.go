@@ -185,6 +185,9 @@ func (e *Engine) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 	h.Set(headers.KVCacheUncachedInputTokens, strconv.Itoa(promptTokens-cached))
 	h.Set(headers.KVCacheEvictedEntries, strconv.Itoa(ev.Blocks))
 	h.Set(headers.KVCacheEvictedTokens, strconv.FormatInt(ev.Tokens, 10))
+	if e.cfg.EngineID != "" {
+		h.Set(headers.MockEngineID, e.cfg.EngineID)
+	}
 
 	run := &run{
 		e: e, g: g, w: w, ctx: ctx, requestID: requestID, arrived: arrived,

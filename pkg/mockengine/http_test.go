@@ -13,6 +13,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"go.uber.org/goleak"
+
+	"github.com/stargate-router/stargate/pkg/headers"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -366,6 +368,24 @@ func TestKVStatsAndMetrics(t *testing.T) {
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+// --engine-id names the engine on every inference answer; unset, no header.
+func TestEngineIDHeader(t *testing.T) {
+	for _, id := range []string{"", "cluster-a"} {
+		cfg := fastConfig()
+		cfg.EngineID = id
+		_, url := startServer(t, cfg)
+		resp := postJSON(t, url+"/v1/chat/completions", `{"model":"`+cfg.ModelName+`","messages":[{"role":"user","content":"hi"}]}`, nil)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		if got, ok := resp.Header[http.CanonicalHeaderKey(headers.MockEngineID)]; (id == "") == ok || (ok && got[0] != id) {
+			t.Fatalf("engine id %q: header %v", id, got)
 		}
 	}
 }

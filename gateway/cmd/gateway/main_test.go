@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestRefusesToStartWithoutAuth(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"},
+		func(string) string { return "" }, &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), "--insecure-no-auth") {
+		t.Fatalf("code %d, stderr %q", code, errb.String())
+	}
+}
+
+func TestHelpListsEveryEnvVar(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, func(string) string { return "" }, &out, &out); code != 0 {
+		t.Fatalf("code %d", code)
+	}
+	for _, v := range []string{"STARGATE_LAST_CLUSTER_ENABLED", "STARGATE_LAST_CLUSTER_TTL", "STARGATE_LAST_CLUSTER_LOOKUP_TIMEOUT",
+		"STARGATE_LAST_CLUSTER_LOCAL_MAX_ENTRIES", "OLRIC_ENABLED", "OLRIC_ENV", "OLRIC_BIND_ADDR", "OLRIC_BIND_PORT",
+		"OLRIC_MEMBERLIST_BIND_ADDR", "OLRIC_MEMBERLIST_BIND_PORT", "OLRIC_PEERS", "OLRIC_REPLICA_COUNT",
+		"OLRIC_PARTITION_COUNT", "OLRIC_STARTUP_TIMEOUT", "RATE_LIMIT_FAIL_OPEN", "STARGATE_URL"} {
+		if !strings.Contains(out.String(), v) {
+			t.Errorf("--help lacks %s", v)
+		}
+	}
+}
+
+// TestServesAndDrains: with --insecure-no-auth the gateway starts, warns,
+// and returns 0 when its context ends.
+func TestServesAndDrains(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var errb syncBuf
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--insecure-no-auth", "--drain-timeout", "1s"},
+			func(string) string { return "" }, &bytes.Buffer{}, &errb)
+	}()
+	for !strings.Contains(errb.String(), "msg=ready") {
+		time.Sleep(5 * time.Millisecond)
+		select {
+		case code := <-done:
+			t.Fatalf("exited %d: %s", code, errb.String())
+		default:
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "authentication is DISABLED") {
+		t.Error("no startup warning for --insecure-no-auth")
+	}
+}

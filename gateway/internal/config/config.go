@@ -1,0 +1,408 @@
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/stargate-router/stargate/pkg/cli"
+	"github.com/stargate-router/stargate/pkg/obs"
+)
+
+// Config is everything bin/gateway reads at startup.
+type Config struct {
+	// Listen is the API listener (--listen).
+	Listen string
+	// MetricsListen is the Prometheus listener (--metrics-listen).
+	MetricsListen string
+	// Drain bounds the graceful drain on SIGTERM (--drain-timeout).
+	Drain time.Duration
+	// Log selects the log encoding and level.
+	Log obs.LogConfig
+
+	// HubURL is the hub's base URL; only scheme and host are used
+	// (gateway.md §8: a path in the URL would be dropped silently).
+	HubURL *url.URL
+	// HubTokenFile, when set, holds the bearer token the gateway sends to
+	// the hub in place of the client's Authorization header. It is re-read
+	// on every request so a rotated Secret applies without a restart.
+	HubTokenFile string
+	// HubConnectTimeout is the dial timeout to the hub.
+	HubConnectTimeout time.Duration
+	// HubRequestTimeout bounds a whole non-streaming exchange; 0 means no
+	// bound. Streams are never cut by it (gateway.md §8).
+	HubRequestTimeout time.Duration
+
+	// MaxBodyBytes caps a request body; larger bodies get 413.
+	MaxBodyBytes int64
+	// RoutingKeyPrefix, when true, splits the body's model on the first
+	// '/' into routing key and model (gateway.md §1.2). Off by default
+	// because common model ids (meta/llama-3) contain a '/'.
+	RoutingKeyPrefix bool
+
+	// APIKeys are the accepted client keys; empty only with InsecureNoAuth.
+	APIKeys []APIKey
+	// InsecureNoAuth disables client authentication.
+	InsecureNoAuth bool
+
+	// Models is the per-model configuration (SLO, wait, rate limits).
+	Models Models
+
+	// LastCluster configures last-cluster tracking (gateway.md §7.2).
+	LastCluster LastCluster
+	// Olric configures the embedded Olric node (gateway.md §4.1).
+	Olric Olric
+	// RateLimit configures admission (gateway.md §4).
+	RateLimit RateLimit
+}
+
+// LastCluster is gateway.md §7.2, with its environment variable names.
+type LastCluster struct {
+	Enabled         bool
+	TTL             time.Duration
+	LookupTimeout   time.Duration
+	LocalMaxEntries int
+	// WriteTimeout bounds the asynchronous write (gateway.md §7.6 step 3
+	// leaves the bound to us).
+	WriteTimeout time.Duration
+}
+
+// Olric is gateway.md §4.1's embedded node settings.
+type Olric struct {
+	Enabled                 bool
+	Env                     string
+	BindAddr                string
+	BindPort                int
+	MemberlistBindAddr      string
+	MemberlistBindPort      int
+	MemberlistAdvertiseAddr string
+	Peers                   []string
+	// K8sService is a headless Service DNS name resolved to pod IPs for
+	// discovery when Peers is empty (no RBAC needed, gateway.md §9.1).
+	K8sService      string
+	ReplicaCount    int
+	PartitionCount  uint64
+	TableSize       uint64
+	StartupTimeout  time.Duration
+	ShutdownTimeout time.Duration
+	MaxJoinAttempts int
+	JoinRetry       time.Duration
+	RoutingRefresh  time.Duration
+	ClientOpTimeout time.Duration
+	LogLevel        string
+	LastClusterDMap string
+	RateLimitDMap   string
+}
+
+// RateLimit is the admission configuration.
+type RateLimit struct {
+	Enabled bool
+	// FailOpen admits requests when the shared store fails (default true).
+	FailOpen bool
+	// StoreTimeout bounds each store call on the request path.
+	StoreTimeout time.Duration
+	// DefaultMaxOutputTokens is reserved when a request names no maximum.
+	DefaultMaxOutputTokens int64
+}
+
+// APIKey is one accepted client key. Key is secret and never logged;
+// Principal names the caller in rate-limit keys and logs.
+type APIKey struct {
+	Key       string
+	Principal string
+}
+
+// Models maps a model id to its settings; the entry "*" applies to models
+// without their own.
+type Models map[string]ModelConfig
+
+// ModelConfig is one model's entry in the --model-config file.
+type ModelConfig struct {
+	// RequestSLOMs is sent as x-request-slo-ms when > 0.
+	RequestSLOMs uint64 `json:"request_slo_ms"`
+	// MaxWaitMs is sent as x-max-wait-ms when > 0 (the hub caps it at 60 s).
+	MaxWaitMs uint64 `json:"max_wait_ms"`
+	// RoutingMethod is sent as x-routing-method when non-empty.
+	RoutingMethod string `json:"routing_method"`
+	// RequestsPerMinute limits requests per API key and model; 0 = none.
+	RequestsPerMinute int64 `json:"requests_per_minute"`
+	// TokensPerMinute limits input+output tokens per API key and model.
+	TokensPerMinute int64 `json:"tokens_per_minute"`
+}
+
+// For returns the settings of model, falling back to "*".
+func (m Models) For(model string) ModelConfig {
+	if c, ok := m[model]; ok {
+		return c
+	}
+	return m["*"]
+}
+
+// Load parses args and the environment into a validated Config. It returns
+// cli.ErrHelp (check with cli.IsHelp) after printing --help to stdout.
+func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config, error) {
+	c := &Config{}
+	var hubURL, apiKeysFile, apiKeys, modelConfigFile, modelConfig, peers string
+	fs := cli.New("gateway", "gateway: the edge gateway: OpenAI-compatible API, sessions, rate limits, last-cluster hints.", stdout)
+	fs.String(&c.Listen, "listen", "GATEWAY_LISTEN", "127.0.0.1:8080", "HTTP listen address host:port")
+	fs.String(&c.MetricsListen, "metrics-listen", "GATEWAY_METRICS_LISTEN", "127.0.0.1:9464", "Prometheus /metrics listen address host:port")
+	fs.Duration(&c.Drain, "drain-timeout", "GATEWAY_DRAIN_TIMEOUT", 30*time.Second, "on SIGTERM, how long in-flight requests and streams may finish before connections are closed")
+	c.Log.Register(fs, "GATEWAY_")
+	fs.String(&hubURL, "hub-url", "STARGATE_URL", "http://127.0.0.1:8000", "hub base URL (scheme and host; a path is rejected)")
+	fs.String(&c.HubTokenFile, "hub-token-file", "GATEWAY_HUB_TOKEN_FILE", "", "file holding the bearer token sent to the hub as Authorization (re-read per request)")
+	fs.Duration(&c.HubConnectTimeout, "hub-connect-timeout", "STARGATE_CONNECT_TIMEOUT", 2*time.Second, "dial timeout to the hub")
+	fs.Duration(&c.HubRequestTimeout, "hub-request-timeout", "STARGATE_REQUEST_TIMEOUT", 0, "bound on a whole non-streaming hub exchange; 0 = none (streams are never cut)")
+	fs.Int64(&c.MaxBodyBytes, "max-body-bytes", "GATEWAY_MAX_BODY_BYTES", 8<<20, "largest accepted request body; larger bodies get 413")
+	fs.Bool(&c.RoutingKeyPrefix, "routing-key-prefix", "GATEWAY_ROUTING_KEY_PREFIX", false, "split the body's model on the first '/' into x-routing-key and x-model")
+	fs.String(&apiKeysFile, "api-keys-file", "GATEWAY_API_KEYS_FILE", "", "file with one client API key per line, optionally followed by a name")
+	fs.String(&apiKeys, "api-keys", "GATEWAY_API_KEYS", "", "comma-separated client API keys, each optionally key:name (prefer --api-keys-file)")
+	fs.Bool(&c.InsecureNoAuth, "insecure-no-auth", "GATEWAY_INSECURE_NO_AUTH", false, "accept requests without an API key (development only)")
+	fs.String(&modelConfigFile, "model-config", "GATEWAY_MODEL_CONFIG", "", "JSON file: {\"<model>|*\": {request_slo_ms, max_wait_ms, routing_method, requests_per_minute, tokens_per_minute}}")
+	fs.String(&modelConfig, "model-config-json", "GATEWAY_MODEL_CONFIG_JSON", "", "the --model-config document inline (for env-only deployments)")
+
+	fs.Bool(&c.LastCluster.Enabled, "last-cluster-enabled", "STARGATE_LAST_CLUSTER_ENABLED", false, "remember each eligible session's serving cluster and hint it to the hub")
+	fs.Duration(&c.LastCluster.TTL, "last-cluster-ttl", "STARGATE_LAST_CLUSTER_TTL", 10*time.Minute, "how long a remembered cluster lives after the last 2xx")
+	fs.Duration(&c.LastCluster.LookupTimeout, "last-cluster-lookup-timeout", "STARGATE_LAST_CLUSTER_LOOKUP_TIMEOUT", 20*time.Millisecond, "hard deadline of the lookup on the request path")
+	fs.Int(&c.LastCluster.LocalMaxEntries, "last-cluster-local-max-entries", "STARGATE_LAST_CLUSTER_LOCAL_MAX_ENTRIES", 100000, "capacity of the in-process LRU used when Olric is off")
+	fs.Duration(&c.LastCluster.WriteTimeout, "last-cluster-write-timeout", "STARGATE_LAST_CLUSTER_WRITE_TIMEOUT", time.Second, "bound on the asynchronous write after 2xx headers")
+
+	fs.Bool(&c.Olric.Enabled, "olric-enabled", "OLRIC_ENABLED", false, "start the embedded Olric node shared by the rate limiter and the last-cluster store")
+	fs.String(&c.Olric.Env, "olric-env", "OLRIC_ENV", "local", "memberlist timing profile: local, lan or wan")
+	fs.String(&c.Olric.BindAddr, "olric-bind-addr", "OLRIC_BIND_ADDR", "0.0.0.0", "Olric data (RESP) bind address")
+	fs.Int(&c.Olric.BindPort, "olric-bind-port", "OLRIC_BIND_PORT", 3320, "Olric data (RESP) port")
+	fs.String(&c.Olric.MemberlistBindAddr, "olric-memberlist-bind-addr", "OLRIC_MEMBERLIST_BIND_ADDR", "0.0.0.0", "memberlist (gossip, TCP+UDP) bind address")
+	fs.Int(&c.Olric.MemberlistBindPort, "olric-memberlist-bind-port", "OLRIC_MEMBERLIST_BIND_PORT", 3322, "memberlist port, TCP and UDP; also advertised, so uniform across replicas")
+	fs.String(&c.Olric.MemberlistAdvertiseAddr, "olric-memberlist-advertise-addr", "OLRIC_MEMBERLIST_ADVERTISE_ADDR", "", "address advertised to peers (default: memberlist's choice, e.g. the pod IP)")
+	fs.String(&peers, "olric-peers", "OLRIC_PEERS", "", "comma-separated memberlist addresses host:port of other replicas (wins over --olric-k8s-service)")
+	fs.String(&c.Olric.K8sService, "olric-k8s-service", "OLRIC_K8S_SERVICE", "", "headless Service DNS name resolved to pod IPs for discovery when --olric-peers is empty")
+	fs.Int(&c.Olric.ReplicaCount, "olric-replica-count", "OLRIC_REPLICA_COUNT", 1, "copies of each partition (1 = no backup)")
+	fs.Uint64(&c.Olric.PartitionCount, "olric-partition-count", "OLRIC_PARTITION_COUNT", 23, "partitions (prime; each touched partition reserves a table, keep small)")
+	fs.Uint64(&c.Olric.TableSize, "olric-table-size", "OLRIC_TABLE_SIZE", 1<<16, "initial bytes of each partition's storage table")
+	fs.Duration(&c.Olric.StartupTimeout, "olric-startup-timeout", "OLRIC_STARTUP_TIMEOUT", 15*time.Second, "how long start and join may take before the gateway gives up")
+	fs.Duration(&c.Olric.ShutdownTimeout, "olric-shutdown-timeout", "OLRIC_SHUTDOWN_TIMEOUT", 5*time.Second, "bound on the graceful leave")
+	fs.Int(&c.Olric.MaxJoinAttempts, "olric-max-join-attempts", "OLRIC_MAX_JOIN_ATTEMPTS", 10, "join attempts before forming a cluster alone")
+	fs.Duration(&c.Olric.JoinRetry, "olric-join-retry-interval", "OLRIC_JOIN_RETRY_INTERVAL", time.Second, "pause between join attempts")
+	fs.Duration(&c.Olric.RoutingRefresh, "olric-routing-refresh", "OLRIC_ROUTING_REFRESH", time.Second, "how often the cluster client refetches partition owners (after a node loss, errors last this long)")
+	fs.Duration(&c.Olric.ClientOpTimeout, "olric-client-timeout", "OLRIC_CLIENT_TIMEOUT", 200*time.Millisecond, "read/write timeout of the cluster client used by the rate limiter")
+	fs.String(&c.Olric.LogLevel, "olric-log-level", "OLRIC_LOG_LEVEL", "WARN", "Olric log threshold: DEBUG, INFO, WARN or ERROR (routed to the gateway log)")
+	fs.String(&c.Olric.LastClusterDMap, "olric-last-cluster-dmap", "OLRIC_LAST_CLUSTER_DMAP_NAME", "stargate-last-cluster", "DMap holding last-cluster entries")
+	fs.String(&c.Olric.RateLimitDMap, "olric-dmap-name", "OLRIC_DMAP_NAME", "rate-limit", "DMap holding rate-limit counters")
+
+	fs.Bool(&c.RateLimit.Enabled, "rate-limit-enabled", "RATE_LIMIT_ENABLED", true, "enforce the per-model limits of --model-config")
+	fs.Bool(&c.RateLimit.FailOpen, "rate-limit-fail-open", "RATE_LIMIT_FAIL_OPEN", true, "admit requests when the shared store fails (false: answer 503)")
+	fs.Duration(&c.RateLimit.StoreTimeout, "rate-limit-store-timeout", "RATE_LIMIT_STORE_TIMEOUT", 50*time.Millisecond, "bound on each rate-limit store call")
+	fs.Int64(&c.RateLimit.DefaultMaxOutputTokens, "rate-limit-default-max-output-tokens", "RATE_LIMIT_DEFAULT_MAX_OUTPUT_TOKENS", 1, "output tokens reserved when a request sets no maximum")
+
+	if err := fs.Parse(args, getenv); err != nil {
+		return nil, err
+	}
+	var errs []error
+	u, err := parseHubURL(hubURL)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.HubURL = u
+	if c.HubTokenFile != "" {
+		if _, err := cli.ReadSecretFile(c.HubTokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("--hub-token-file (GATEWAY_HUB_TOKEN_FILE): %w", err))
+		}
+	}
+	if c.MaxBodyBytes <= 0 {
+		errs = append(errs, errors.New("--max-body-bytes (GATEWAY_MAX_BODY_BYTES) must be > 0"))
+	}
+	if apiKeysFile != "" {
+		b, err := os.ReadFile(apiKeysFile) //nolint:gosec // G304: the operator names this file.
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--api-keys-file (GATEWAY_API_KEYS_FILE): %w", err))
+		} else if keys, err := ParseAPIKeys(b); err != nil {
+			errs = append(errs, fmt.Errorf("--api-keys-file (GATEWAY_API_KEYS_FILE): %w", err))
+		} else {
+			c.APIKeys = append(c.APIKeys, keys...)
+		}
+	}
+	if apiKeys != "" {
+		keys, err := ParseAPIKeys([]byte(strings.NewReplacer(",", "\n", ":", " ").Replace(apiKeys)))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--api-keys (GATEWAY_API_KEYS): %w", err))
+		}
+		c.APIKeys = append(c.APIKeys, keys...)
+	}
+	if len(c.APIKeys) == 0 && !c.InsecureNoAuth {
+		errs = append(errs, errors.New("no client API keys: set --api-keys-file (GATEWAY_API_KEYS_FILE) or --api-keys, or --insecure-no-auth to run without authentication"))
+	}
+	switch {
+	case modelConfigFile != "" && modelConfig != "":
+		errs = append(errs, errors.New("--model-config and --model-config-json are mutually exclusive"))
+	case modelConfigFile != "":
+		b, err := os.ReadFile(modelConfigFile) //nolint:gosec // G304: the operator names this file.
+		if err == nil {
+			c.Models, err = ParseModels(b)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--model-config (GATEWAY_MODEL_CONFIG) %s: %w", modelConfigFile, err))
+		}
+	case modelConfig != "":
+		m, err := ParseModels([]byte(modelConfig))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--model-config-json (GATEWAY_MODEL_CONFIG_JSON): %w", err))
+		}
+		c.Models = m
+	}
+	if c.Models == nil {
+		c.Models = Models{}
+	}
+	lc := c.LastCluster
+	if lc.TTL <= 0 {
+		errs = append(errs, errors.New("--last-cluster-ttl (STARGATE_LAST_CLUSTER_TTL) must be > 0"))
+	}
+	if lc.LookupTimeout <= 0 {
+		errs = append(errs, errors.New("--last-cluster-lookup-timeout (STARGATE_LAST_CLUSTER_LOOKUP_TIMEOUT) must be > 0"))
+	}
+	if lc.LocalMaxEntries <= 0 {
+		errs = append(errs, errors.New("--last-cluster-local-max-entries (STARGATE_LAST_CLUSTER_LOCAL_MAX_ENTRIES) must be > 0"))
+	}
+	if lc.WriteTimeout <= 0 {
+		errs = append(errs, errors.New("--last-cluster-write-timeout (STARGATE_LAST_CLUSTER_WRITE_TIMEOUT) must be > 0"))
+	}
+	errs = append(errs, c.Olric.validate(peers)...)
+	if c.RateLimit.StoreTimeout <= 0 {
+		errs = append(errs, errors.New("--rate-limit-store-timeout (RATE_LIMIT_STORE_TIMEOUT) must be > 0"))
+	}
+	if c.RateLimit.DefaultMaxOutputTokens < 0 {
+		errs = append(errs, errors.New("--rate-limit-default-max-output-tokens (RATE_LIMIT_DEFAULT_MAX_OUTPUT_TOKENS) must be >= 0"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (o *Olric) validate(peers string) []error {
+	var errs []error
+	for p := range strings.SplitSeq(peers, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			o.Peers = append(o.Peers, p)
+		}
+	}
+	switch o.Env {
+	case "local", "lan", "wan":
+	default:
+		errs = append(errs, fmt.Errorf("--olric-env (OLRIC_ENV) %q: want local, lan or wan", o.Env))
+	}
+	switch o.LogLevel {
+	case "DEBUG", "INFO", "WARN", "ERROR":
+	default:
+		errs = append(errs, fmt.Errorf("--olric-log-level (OLRIC_LOG_LEVEL) %q: want DEBUG, INFO, WARN or ERROR", o.LogLevel))
+	}
+	check := func(ok bool, msg string) {
+		if !ok {
+			errs = append(errs, errors.New(msg))
+		}
+	}
+	check(o.BindPort > 0 && o.BindPort < 65536, "--olric-bind-port (OLRIC_BIND_PORT) must be 1..65535 (Olric has no ephemeral ports)")
+	check(o.MemberlistBindPort > 0 && o.MemberlistBindPort < 65536, "--olric-memberlist-bind-port (OLRIC_MEMBERLIST_BIND_PORT) must be 1..65535")
+	check(o.ReplicaCount >= 1, "--olric-replica-count (OLRIC_REPLICA_COUNT) must be >= 1")
+	check(o.PartitionCount >= 1, "--olric-partition-count (OLRIC_PARTITION_COUNT) must be >= 1")
+	check(o.TableSize >= 1024, "--olric-table-size (OLRIC_TABLE_SIZE) must be >= 1024")
+	check(o.StartupTimeout > 0, "--olric-startup-timeout (OLRIC_STARTUP_TIMEOUT) must be > 0")
+	check(o.ShutdownTimeout > 0, "--olric-shutdown-timeout (OLRIC_SHUTDOWN_TIMEOUT) must be > 0")
+	check(o.MaxJoinAttempts >= 1, "--olric-max-join-attempts (OLRIC_MAX_JOIN_ATTEMPTS) must be >= 1")
+	check(o.JoinRetry > 0, "--olric-join-retry-interval (OLRIC_JOIN_RETRY_INTERVAL) must be > 0")
+	check(o.RoutingRefresh > 0, "--olric-routing-refresh (OLRIC_ROUTING_REFRESH) must be > 0")
+	check(o.ClientOpTimeout > 0, "--olric-client-timeout (OLRIC_CLIENT_TIMEOUT) must be > 0")
+	check(o.LastClusterDMap != "", "--olric-last-cluster-dmap (OLRIC_LAST_CLUSTER_DMAP_NAME) must not be empty")
+	check(o.RateLimitDMap != "", "--olric-dmap-name (OLRIC_DMAP_NAME) must not be empty")
+	return errs
+}
+
+func parseHubURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("--hub-url (STARGATE_URL) %q: %w", s, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--hub-url (STARGATE_URL) %q: want http(s)://host[:port]", s)
+	}
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		return nil, fmt.Errorf("--hub-url (STARGATE_URL) %q: must not carry a path or query (request paths are absolute)", s)
+	}
+	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
+}
+
+// ParseAPIKeys reads one key per line, optionally followed by whitespace
+// and a name. Blank lines and lines starting with # are skipped. A key
+// without a name is named key-<first 8 hex of its SHA-256>, so logs and
+// rate-limit keys never hold the key itself. Errors name the line, never
+// the key.
+func ParseAPIKeys(b []byte) ([]APIKey, error) {
+	var out []APIKey
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) > 2 {
+			return nil, fmt.Errorf("line %d: want \"<key> [name]\", got %d fields", n, len(fields))
+		}
+		k := APIKey{Key: fields[0]}
+		if len(fields) == 2 {
+			k.Principal = fields[1]
+		} else {
+			sum := sha256.Sum256([]byte(k.Key))
+			k.Principal = "key-" + hex.EncodeToString(sum[:4])
+		}
+		if seen[k.Key] {
+			return nil, fmt.Errorf("line %d: duplicate key", n)
+		}
+		seen[k.Key] = true
+		out = append(out, k)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ParseModels decodes the model config document, rejecting unknown fields
+// and naming the model and field of any bad value.
+func ParseModels(b []byte) (Models, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var m Models
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the JSON object")
+	}
+	for name, mc := range m {
+		if strings.TrimSpace(name) == "" {
+			return nil, errors.New("model name must not be blank")
+		}
+		if mc.RequestsPerMinute < 0 {
+			return nil, fmt.Errorf("%s.requests_per_minute must be >= 0", name)
+		}
+		if mc.TokensPerMinute < 0 {
+			return nil, fmt.Errorf("%s.tokens_per_minute must be >= 0", name)
+		}
+		if mc.MaxWaitMs > 60000 {
+			return nil, fmt.Errorf("%s.max_wait_ms must be <= 60000 (the hub's cap)", name)
+		}
+		if strings.ContainsFunc(mc.RoutingMethod, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+			return nil, fmt.Errorf("%s.routing_method must be visible ASCII", name)
+		}
+	}
+	return m, nil
+}

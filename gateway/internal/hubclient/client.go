@@ -1,0 +1,140 @@
+package hubclient
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/stargate-router/stargate/pkg/cli"
+	"github.com/stargate-router/stargate/pkg/headers"
+)
+
+// Client talks to one hub base URL.
+type Client struct {
+	base      *url.URL
+	hc        *http.Client
+	tokenFile string
+}
+
+// New returns a client for base (scheme and host only). tokenFile, when
+// set, is read on every request so a rotated token applies at once.
+func New(base *url.URL, connectTimeout time.Duration, tokenFile string) *Client {
+	d := &net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		Proxy:       nil,
+		DialContext: d.DialContext,
+		// Every gateway request goes to the same few hub hosts: the
+		// default of 2 idle connections per host would redial constantly.
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		// Bodies are relayed byte for byte; transparent gzip would change
+		// what the client sees.
+		DisableCompression:    true,
+		ResponseHeaderTimeout: 0, // the hub may queue a request for its wait budget
+		ForceAttemptHTTP2:     false,
+	}
+	return &Client{base: base, hc: &http.Client{Transport: tr}, tokenFile: tokenFile}
+}
+
+// Outbound is what the gateway sends for one request: the trusted header
+// values it derived. Zero values are omitted.
+type Outbound struct {
+	RequestID     string
+	Model         string
+	RoutingKey    string
+	RoutingMethod string
+	AffinityKey   string
+	InputTokens   int64
+	TokenEstimate int64
+	RequestSLOMs  uint64
+	MaxWaitMs     uint64
+	LastCluster   string
+	// OutputTokens is the client's x-output-tokens, passed through for the
+	// mock engine and load generator (it steers no routing).
+	OutputTokens string
+	// Stream asks for text/event-stream.
+	Stream bool
+}
+
+// Header builds the outbound header set from o alone.
+func (o *Outbound) Header() http.Header {
+	h := make(http.Header, 12)
+	h.Set("Content-Type", "application/json")
+	if o.Stream {
+		h.Set("Accept", "text/event-stream")
+	} else {
+		h.Set("Accept", "application/json")
+	}
+	h.Set(headers.RequestID, o.RequestID)
+	h.Set(headers.Model, o.Model)
+	if o.RoutingKey != "" {
+		h.Set(headers.RoutingKey, o.RoutingKey)
+	}
+	if o.RoutingMethod != "" {
+		h.Set(headers.RoutingMethod, o.RoutingMethod)
+	}
+	if o.AffinityKey != "" {
+		h.Set(headers.CacheAffinityKey, o.AffinityKey)
+	}
+	// The hub requires x-input-tokens, even when the estimate is 0.
+	h.Set(headers.InputTokens, strconv.FormatInt(o.InputTokens, 10))
+	h.Set(headers.TokenEstimate, strconv.FormatInt(o.TokenEstimate, 10))
+	if o.RequestSLOMs > 0 {
+		h.Set(headers.RequestSLOMs, headers.FormatUint(o.RequestSLOMs))
+	}
+	if o.MaxWaitMs > 0 {
+		h.Set(headers.MaxWaitMs, headers.FormatUint(o.MaxWaitMs))
+	}
+	if o.LastCluster != "" {
+		h.Set(headers.StargateLastClusterID, o.LastCluster)
+	}
+	if o.OutputTokens != "" {
+		h.Set(headers.OutputTokens, o.OutputTokens)
+	}
+	return h
+}
+
+// ErrToken is returned when the hub token file cannot be read.
+type ErrToken struct{ Err error }
+
+func (e *ErrToken) Error() string { return "reading --hub-token-file: " + e.Err.Error() }
+
+// Unwrap returns the file error.
+func (e *ErrToken) Unwrap() error { return e.Err }
+
+// NewRequest returns the hub request for path with header h and body.
+func (c *Client) NewRequest(ctx context.Context, method, path string, h http.Header, body []byte) (*http.Request, error) {
+	u := *c.base
+	u.Path = path
+	var req *http.Request
+	var err error
+	if body == nil {
+		req, err = http.NewRequestWithContext(ctx, method, u.String(), nil)
+	} else {
+		req, err = http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(body))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("building hub request: %w", err)
+	}
+	req.Header = h
+	if c.tokenFile != "" {
+		tok, err := cli.ReadSecretFile(c.tokenFile)
+		if err != nil {
+			return nil, &ErrToken{Err: err}
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	return req, nil
+}
+
+// Do sends req.
+func (c *Client) Do(req *http.Request) (*http.Response, error) { return c.hc.Do(req) }
+
+// CloseIdle closes idle hub connections (shutdown, tests).
+func (c *Client) CloseIdle() { c.hc.CloseIdleConnections() }

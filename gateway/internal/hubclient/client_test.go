@@ -1,0 +1,50 @@
+package hubclient
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestHeaderHoldsOnlyTheContract(t *testing.T) {
+	o := &Outbound{RequestID: "r", Model: "m", InputTokens: 0, TokenEstimate: 3, LastCluster: "c1", AffinityKey: "mt:v1:session:x"}
+	h := o.Header()
+	var names []string
+	for k := range h {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	want := []string{"Accept", "Content-Type", "X-Cache-Affinity-Key", "X-Input-Tokens", "X-Model", "X-Request-Id", "X-Stargate-Last-Cluster-Id", "X-Token-Estimate"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("headers %v, want %v", names, want)
+	}
+	if h.Get("X-Input-Tokens") != "0" {
+		t.Fatal("x-input-tokens must be sent even when 0")
+	}
+}
+
+func TestTokenFileReadPerRequest(t *testing.T) {
+	tok := filepath.Join(t.TempDir(), "tok")
+	_ = os.WriteFile(tok, []byte("one\n"), 0o600)
+	u, _ := url.Parse("http://127.0.0.1:1")
+	c := New(u, time.Second, tok)
+	req, err := c.NewRequest(context.Background(), "POST", "/v1/chat/completions", (&Outbound{}).Header(), []byte("{}"))
+	if err != nil || req.Header.Get("Authorization") != "Bearer one" || req.URL.String() != "http://127.0.0.1:1/v1/chat/completions" {
+		t.Fatalf("%v %v %v", err, req.Header, req.URL)
+	}
+	_ = os.WriteFile(tok, []byte("two"), 0o600)
+	req, _ = c.NewRequest(context.Background(), "POST", "/x", (&Outbound{}).Header(), nil)
+	if req.Header.Get("Authorization") != "Bearer two" {
+		t.Fatal("rotated token not picked up")
+	}
+	_ = os.Remove(tok)
+	var te *ErrToken
+	if _, err := c.NewRequest(context.Background(), "POST", "/x", (&Outbound{}).Header(), nil); !errors.As(err, &te) {
+		t.Fatalf("missing token file: %v", err)
+	}
+}

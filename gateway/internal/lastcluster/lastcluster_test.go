@@ -1,0 +1,156 @@
+package lastcluster
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/stargate-router/stargate/gateway/internal/metrics"
+	"github.com/stargate-router/stargate/gateway/internal/olricnode/olrictest"
+	"github.com/stargate-router/stargate/gateway/internal/session"
+	"github.com/stargate-router/stargate/pkg/clock"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/hashicorp/golang-lru/v2/expirable.NewLRU[...].func1"),
+		// memberlist's Shutdown does not wait for a probe already waiting on
+		// its ack timeout; that goroutine ends by itself.
+		goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"))
+}
+
+func TestKey(t *testing.T) {
+	k := Key("rk", "m", "mt:v1:session:x")
+	if !strings.HasPrefix(k, "lc:v1:") || len(k) != 6+64 {
+		t.Fatal(k)
+	}
+	if k != Key("rk", "m", "mt:v1:session:x") {
+		t.Fatal("not deterministic")
+	}
+	for _, other := range []string{Key("rk2", "m", "mt:v1:session:x"), Key("rk", "m2", "mt:v1:session:x"), Key("rk", "m", "mt:v1:session:y")} {
+		if other == k {
+			t.Fatal("field change kept the key")
+		}
+	}
+	if Key("ab", "c", "") == Key("a", "bc", "") {
+		t.Fatal("length prefix does not separate fields")
+	}
+}
+
+func TestLRUEvictsAtCap(t *testing.T) {
+	l := NewLRU(2, time.Minute)
+	ctx := context.Background()
+	_ = l.Set(ctx, "a", "1", 0)
+	_ = l.Set(ctx, "b", "2", 0)
+	_, _, _ = l.Get(ctx, "a") // a is now most recent
+	_ = l.Set(ctx, "c", "3", 0)
+	if _, ok, _ := l.Get(ctx, "b"); ok {
+		t.Fatal("least recently used entry survived")
+	}
+	if v, ok, _ := l.Get(ctx, "a"); !ok || v != "1" {
+		t.Fatal("recent entry evicted")
+	}
+}
+
+func newTracker(store Store, m *metrics.Metrics) *Tracker {
+	return New(Config{Enabled: true, TTL: time.Minute, LookupTimeout: 20 * time.Millisecond, WriteTimeout: time.Second},
+		store, m, nil, slog.New(slog.DiscardHandler), clock.Real{})
+}
+
+func TestTrackerRules(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	// Every series exists at 0 before any traffic.
+	n, err := testutil.GatherAndCount(reg, "llm_api_gateway_last_cluster_lookups_total", "llm_api_gateway_last_cluster_writes_total")
+	if err != nil || n != 9 {
+		t.Fatalf("pre-initialised series = %d (%v), want 9", n, err)
+	}
+	tr := newTracker(NewLRU(10, time.Minute), m)
+	ctx := context.Background()
+	eligible := Target{Model: "m", Session: session.Session{ID: "s", Source: session.SourceHeader, AffinityKey: "mt:v1:session:s"}}
+	payload := Target{Model: "m", Session: session.Session{ID: "p", Source: session.SourcePayload, AffinityKey: "mt:v1:payload:p"}}
+	if v := tr.Lookup(ctx, eligible); v != "" {
+		t.Fatal(v)
+	}
+	tr.Remember(ctx, eligible, strings.Repeat("x", 257), true) // too long: skipped
+	tr.Remember(ctx, eligible, "", false)                      // absent: skipped
+	tr.Remember(ctx, payload, "c1", true)                      // ineligible: nothing
+	tr.Remember(ctx, eligible, "c1", true)
+	tr.Wait(ctx)
+	if v := tr.Lookup(ctx, eligible); v != "c1" {
+		t.Fatalf("hit = %q", v)
+	}
+	tr.Lookup(ctx, payload)
+	tr.Lookup(ctx, Target{Model: "m"}) // no session: not counted
+	want := map[string]float64{"hit": 1, "miss": 1, "skipped": 1}
+	for r, v := range want {
+		if got := testutil.ToFloat64(m.LastClusterLookup.WithLabelValues(r)); got != v {
+			t.Errorf("lookups{%s} = %v, want %v", r, got, v)
+		}
+	}
+	if got := testutil.ToFloat64(m.LastClusterWrite.WithLabelValues("skipped")); got != 2 {
+		t.Errorf("writes skipped = %v", got)
+	}
+	// A cancelled client counts as timeout.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	tr2 := newTracker(blocking{}, m)
+	tr2.Lookup(cctx, eligible)
+	if got := testutil.ToFloat64(m.LastClusterLookup.WithLabelValues("timeout")); got != 1 {
+		t.Errorf("cancelled lookup counted %v timeouts", got)
+	}
+}
+
+type blocking struct{}
+
+func (blocking) Get(ctx context.Context, _ string) (string, bool, error) {
+	<-ctx.Done()
+	return "", false, ctx.Err()
+}
+func (blocking) Set(context.Context, string, string, time.Duration) error { return nil }
+
+// TestOlricSharedAcrossNodesAndNodeLoss: an entry written through node 1
+// is read through nodes 2 and 3; after node 3 leaves, lookups through the
+// others keep answering within the deadline (a miss at worst).
+func TestOlricSharedAcrossNodesAndNodeLoss(t *testing.T) {
+	nodes := olrictest.Cluster(t, 3)
+	m := metrics.New(prometheus.NewRegistry())
+	var trs []*Tracker
+	for _, n := range nodes {
+		dm, err := n.Embedded().NewDMap("stargate-last-cluster")
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs = append(trs, newTracker(Olric{DM: dm}, m))
+	}
+	ctx := context.Background()
+	targets := make([]Target, 40)
+	for i := range targets {
+		id := "s" + string(rune('a'+i%26)) + strings.Repeat("x", i)
+		targets[i] = Target{Model: "m", Session: session.Session{ID: id, Source: session.SourcePromptCacheKey, AffinityKey: session.Hashed("session", id)}}
+		trs[0].Remember(ctx, targets[i], "cluster-1", true)
+	}
+	trs[0].Wait(ctx)
+	for i, tg := range targets {
+		if v := trs[1+i%2].Lookup(ctx, tg); v != "cluster-1" {
+			t.Fatalf("target %d: lookup via another node = %q", i, v)
+		}
+	}
+	if err := nodes[2].Shutdown(ctx); err != nil {
+		t.Logf("shutdown: %v", err)
+	}
+	for _, tg := range targets {
+		for _, tr := range trs[:2] {
+			start := time.Now()
+			tr.Lookup(ctx, tg)
+			if d := time.Since(start); d > 200*time.Millisecond {
+				t.Fatalf("lookup took %v after node loss", d)
+			}
+		}
+	}
+}

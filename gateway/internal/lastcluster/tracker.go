@@ -1,0 +1,200 @@
+package lastcluster
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/stargate-router/stargate/gateway/internal/metrics"
+	"github.com/stargate-router/stargate/gateway/internal/session"
+	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/headers"
+)
+
+// Config is the tracker's part of gateway.md §7.2.
+type Config struct {
+	Enabled       bool
+	TTL           time.Duration
+	LookupTimeout time.Duration
+	WriteTimeout  time.Duration
+	// TimeoutLogEvery logs one in this many timeout warnings (sampled so
+	// a slow store cannot flood the log); 0 means 100.
+	TimeoutLogEvery int
+}
+
+// Tracker performs lookups and writes. Its zero value is not usable; build
+// it with New.
+type Tracker struct {
+	cfg    Config
+	store  Store
+	m      *metrics.Metrics
+	tracer trace.Tracer
+	log    *slog.Logger
+	clock  clock.Clock
+	wg     sync.WaitGroup
+}
+
+// New returns a tracker over store. tp may be nil (no-op tracing).
+func New(cfg Config, store Store, m *metrics.Metrics, tp trace.TracerProvider, log *slog.Logger, clk clock.Clock) *Tracker {
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	if cfg.TimeoutLogEvery <= 0 {
+		cfg.TimeoutLogEvery = 100
+	}
+	return &Tracker{cfg: cfg, store: store, m: m, tracer: tp.Tracer("llm-api-gateway"), log: log, clock: clk}
+}
+
+// Target identifies what a session's entry is keyed by.
+type Target struct {
+	RoutingKey string
+	Model      string
+	Session    session.Session
+	// RequestID goes into warn logs (the key and session never do).
+	RequestID string
+}
+
+// active reports whether the feature applies to t, counting skipped for an
+// ineligible session (gateway.md §7.7: only when the feature is on and a
+// session exists).
+func (tr *Tracker) active(t Target) bool {
+	if tr == nil || !tr.cfg.Enabled || t.Session.Source == session.SourceNone {
+		return false
+	}
+	if !t.Session.Source.Eligible() || t.Session.AffinityKey == "" || t.Model == "" {
+		return false
+	}
+	return true
+}
+
+// Lookup returns the remembered cluster id for t, or "" on a miss, an
+// error, a timeout or an ineligible session. It never blocks longer than
+// the lookup timeout and never fails the request.
+func (tr *Tracker) Lookup(ctx context.Context, t Target) string {
+	if tr == nil || !tr.cfg.Enabled || t.Session.Source == session.SourceNone {
+		return ""
+	}
+	if !tr.active(t) {
+		tr.m.LastClusterLookup.WithLabelValues("skipped").Inc()
+		return ""
+	}
+	ctx, span := tr.tracer.Start(ctx, "llm-api-gateway.last_cluster_lookup")
+	defer span.End()
+	start := tr.clock.Now()
+	lctx, cancel := context.WithTimeout(ctx, tr.cfg.LookupTimeout)
+	defer cancel()
+	type res struct {
+		v     string
+		found bool
+		err   error
+	}
+	// The store call runs in its own goroutine so a store that ignores its
+	// context still cannot hold the request past the deadline.
+	ch := make(chan res, 1)
+	key := Key(t.RoutingKey, t.Model, t.Session.AffinityKey)
+	go func() {
+		v, found, err := tr.store.Get(lctx, key)
+		ch <- res{v, found, err}
+	}()
+	var result, value string
+	var failure error
+	select {
+	case r := <-ch:
+		switch {
+		case r.err != nil && (errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, context.Canceled)):
+			result, failure = "timeout", r.err
+		case r.err != nil:
+			result, failure = "error", r.err
+		case !r.found:
+			result = "miss"
+		default:
+			if id, err := headers.ParseClusterID(r.v); err != nil {
+				result, failure = "error", err
+			} else {
+				result, value = "hit", id
+			}
+		}
+	case <-lctx.Done():
+		// A client that went away counts as timeout too (gateway.md §7.6).
+		result, failure = "timeout", lctx.Err()
+	}
+	tr.m.LookupDuration.Observe(tr.clock.Since(start).Seconds())
+	tr.m.LastClusterLookup.WithLabelValues(result).Inc()
+	span.SetAttributes(attribute.String("result", result), attribute.String("nvcf.function.id", t.RoutingKey))
+	if failure != nil {
+		span.SetStatus(codes.Error, result)
+		tr.warn("last-cluster lookup failed", result, t, failure)
+	}
+	return value
+}
+
+// Remember stores clusterID for t off the request path: it returns at once
+// and the write runs on a context detached from the request (which ends as
+// soon as the handler returns), bounded by the write timeout. Call it only
+// for 2xx responses, as soon as their headers arrive.
+func (tr *Tracker) Remember(ctx context.Context, t Target, clusterID string, present bool) {
+	if !tr.active(t) {
+		return
+	}
+	id, err := headers.ParseClusterID(clusterID)
+	if !present || err != nil {
+		tr.m.LastClusterWrite.WithLabelValues("skipped").Inc()
+		return
+	}
+	key := Key(t.RoutingKey, t.Model, t.Session.AffinityKey)
+	wctx := context.WithoutCancel(ctx)
+	tr.wg.Go(func() {
+		wctx, cancel := context.WithTimeout(wctx, tr.cfg.WriteTimeout)
+		defer cancel()
+		wctx, span := tr.tracer.Start(wctx, "llm-api-gateway.last_cluster_write")
+		defer span.End()
+		err := tr.store.Set(wctx, key, id, tr.cfg.TTL)
+		result := "success"
+		switch {
+		case err == nil:
+		case errors.Is(err, context.DeadlineExceeded) || wctx.Err() != nil:
+			result = "timeout"
+		default:
+			result = "error"
+		}
+		tr.m.LastClusterWrite.WithLabelValues(result).Inc()
+		span.SetAttributes(attribute.String("result", result), attribute.String("nvcf.function.id", t.RoutingKey))
+		if err != nil {
+			span.SetStatus(codes.Error, result)
+			tr.warn("last-cluster write failed", result, t, err)
+		}
+	})
+}
+
+// warn logs without the key or session id; timeouts are sampled.
+func (tr *Tracker) warn(msg, result string, t Target, err error) {
+	if result == "timeout" && rand.IntN(tr.cfg.TimeoutLogEvery) != 0 { //nolint:gosec // sampling, not security
+		return
+	}
+	tr.log.Warn(msg, "result", result, "request_id", t.RequestID, "function_id", t.RoutingKey, "err", err)
+}
+
+// Wait blocks until in-flight writes finish or ctx ends (shutdown bounds
+// it so a dead store cannot hold the process).
+func (tr *Tracker) Wait(ctx context.Context) {
+	if tr == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		tr.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,105 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Namespace prefixes every gateway series (gateway.md §6.1).
+const Namespace = "llm_api_gateway"
+
+// durationBuckets are gateway.md §6.1's default duration buckets.
+var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 25, 50, 75}
+
+// LookupBuckets are gateway.md §7.7's 1 ms..50 ms buckets.
+var LookupBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05}
+
+// Lookup and write results (gateway.md §7.7).
+var (
+	LookupResults = []string{"hit", "miss", "timeout", "error", "skipped"}
+	WriteResults  = []string{"success", "error", "timeout", "skipped"}
+)
+
+// Metrics holds the gateway's instruments.
+type Metrics struct {
+	HTTPRequests      *prometheus.CounterVec
+	HTTPDuration      *prometheus.HistogramVec
+	HTTPActive        *prometheus.GaugeVec
+	UpstreamRequests  *prometheus.CounterVec
+	UpstreamDuration  *prometheus.HistogramVec
+	Tokens            *prometheus.CounterVec
+	ProviderTime      *prometheus.HistogramVec
+	FirstToken        *prometheus.HistogramVec
+	StreamDuration    *prometheus.HistogramVec
+	AuthRequests      *prometheus.CounterVec
+	LastClusterLookup *prometheus.CounterVec
+	LastClusterWrite  *prometheus.CounterVec
+	LookupDuration    prometheus.Histogram
+	RateLimitDecision *prometheus.CounterVec
+	RateLimitErrors   *prometheus.CounterVec
+	OlricMembers      prometheus.Gauge
+}
+
+// New registers every gateway series on reg, with the last-cluster and
+// auth series pre-initialised to 0 so dashboards see them before traffic.
+func New(reg prometheus.Registerer) *Metrics {
+	n := func(s string) string { return Namespace + "_" + s }
+	m := &Metrics{
+		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("http_requests_total"),
+			Help: "Requests served, by method, route pattern, status and function_id (routing key, \"none\" when absent)."},
+			[]string{"method", "route", "status", "function_id"}),
+		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: n("http_request_duration_seconds"),
+			Help: "Time from request start to handler return (streams: to the end of the stream).", Buckets: durationBuckets},
+			[]string{"method", "route", "status", "function_id"}),
+		HTTPActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: n("http_active_requests"),
+			Help: "Requests in flight."}, []string{"method", "route", "function_id"}),
+		UpstreamRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("upstream_requests_total"),
+			Help: "Requests sent to the hub, by result (success|error: transport error or status >= 400) and status (code or \"error\")."},
+			[]string{"upstream", "result", "status", "function_id"}),
+		UpstreamDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: n("upstream_request_duration_seconds"),
+			Help: "Time until the hub's response headers arrived.", Buckets: durationBuckets},
+			[]string{"upstream", "result", "status", "function_id"}),
+		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("llm_tokens_total"),
+			Help: "Tokens reported in backend usage, by endpoint, token_type (prompt|completion|total|cached) and stream."},
+			[]string{"endpoint", "token_type", "stream", "function_id"}),
+		ProviderTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: n("provider_time_seconds"),
+			Help: "Wall time of the upstream exchange by phase (total only: our engines report no per-phase times).", Buckets: durationBuckets},
+			[]string{"endpoint", "phase", "stream", "function_id"}),
+		FirstToken: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: n("stream_first_token_seconds"),
+			Help: "Time from request start to the first streamed event carrying output.", Buckets: durationBuckets},
+			[]string{"endpoint", "function_id"}),
+		StreamDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: n("stream_duration_seconds"),
+			Help: "Duration of relayed streams by status (completed|canceled|error).", Buckets: durationBuckets},
+			[]string{"endpoint", "status", "function_id"}),
+		AuthRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("auth_requests_total"),
+			Help: "Client API-key checks by result (ok|missing|invalid)."}, []string{"result"}),
+		LastClusterLookup: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("last_cluster_lookups_total"),
+			Help: "Last-cluster lookups by result (hit|miss|timeout|error|skipped)."}, []string{"result"}),
+		LastClusterWrite: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("last_cluster_writes_total"),
+			Help: "Last-cluster writes after 2xx headers by result (success|error|timeout|skipped)."}, []string{"result"}),
+		LookupDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: n("last_cluster_lookup_duration_seconds"),
+			Help: "Duration of every attempted last-cluster lookup, whatever its result.", Buckets: LookupBuckets}),
+		RateLimitDecision: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("rate_limit_decisions_total"),
+			Help: "Admission decisions by result (allowed|limited|fail_open|fail_closed) and dimension (requests|tokens|none)."},
+			[]string{"result", "dimension"}),
+		RateLimitErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("rate_limit_store_errors_total"),
+			Help: "Rate-limit store failures by operation (reserve|settle) and kind (error|timeout)."}, []string{"op", "kind"}),
+		OlricMembers: prometheus.NewGauge(prometheus.GaugeOpts{Name: n("olric_cluster_members"),
+			Help: "Members of the embedded Olric cluster this replica sees (0 when Olric is off)."}),
+	}
+	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.HTTPActive, m.UpstreamRequests, m.UpstreamDuration,
+		m.Tokens, m.ProviderTime, m.FirstToken, m.StreamDuration, m.AuthRequests,
+		m.LastClusterLookup, m.LastClusterWrite, m.LookupDuration, m.RateLimitDecision, m.RateLimitErrors, m.OlricMembers)
+	for _, r := range LookupResults {
+		m.LastClusterLookup.WithLabelValues(r)
+	}
+	for _, r := range WriteResults {
+		m.LastClusterWrite.WithLabelValues(r)
+	}
+	for _, r := range []string{"ok", "missing", "invalid"} {
+		m.AuthRequests.WithLabelValues(r)
+	}
+	for _, op := range []string{"reserve", "settle"} {
+		for _, k := range []string{"error", "timeout"} {
+			m.RateLimitErrors.WithLabelValues(op, k)
+		}
+	}
+	return m
+}

@@ -1,0 +1,102 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/olric-data/olric"
+
+	"github.com/stargate-router/stargate/pkg/clock"
+)
+
+// Counter adds to named integer counters atomically. A counter that does
+// not exist starts at 0 and disappears ttl after its creation.
+type Counter interface {
+	Add(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error)
+}
+
+// Local is the in-process Counter used without Olric: exact, per replica.
+type Local struct {
+	clock     clock.Clock
+	mu        sync.Mutex
+	m         map[string]*localEntry
+	lastSweep time.Time
+}
+
+type localEntry struct {
+	v       int64
+	expires time.Time
+}
+
+var _ Counter = (*Local)(nil)
+
+// NewLocal returns an empty Local counter on clk.
+func NewLocal(clk clock.Clock) *Local {
+	return &Local{clock: clk, m: map[string]*localEntry{}, lastSweep: clk.Now()}
+}
+
+// Add adds delta to key.
+func (l *Local) Add(_ context.Context, key string, delta int64, ttl time.Duration) (int64, error) {
+	now := l.clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// Windows end and never come back, so a sweep every ttl keeps the map
+	// at about two windows of keys.
+	if now.Sub(l.lastSweep) >= ttl {
+		for k, e := range l.m {
+			if !now.Before(e.expires) {
+				delete(l.m, k)
+			}
+		}
+		l.lastSweep = now
+	}
+	e, ok := l.m[key]
+	if !ok || !now.Before(e.expires) {
+		e = &localEntry{expires: now.Add(ttl)}
+		l.m[key] = e
+	}
+	e.v += delta
+	return e.v, nil
+}
+
+// Len is the number of live keys, for tests.
+func (l *Local) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.m)
+}
+
+// Olric is the Counter over a cluster-client DMap: Incr and Decr are sent
+// to the key's partition owner, where they run under the owner's key lock,
+// so they are atomic across replicas (the embedded client's Incr is not;
+// tooling.md §10).
+type Olric struct {
+	DM olric.DMap
+}
+
+var _ Counter = Olric{}
+
+// Add adds delta to key. Olric's Incr cannot set a TTL, so the caller whose
+// add created the key (the result equals its delta) sets it with Expire,
+// which the cluster client also routes to the owner (the embedded Expire
+// corrupts keys owned elsewhere). Should that Expire be lost, the key
+// outlives its window but is never read again: window numbers only grow.
+func (o Olric) Add(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error) {
+	var v int
+	var err error
+	if delta >= 0 {
+		v, err = o.DM.Incr(ctx, key, int(delta))
+	} else {
+		v, err = o.DM.Decr(ctx, key, int(-delta))
+	}
+	if err != nil {
+		return 0, err
+	}
+	if delta > 0 && int64(v) == delta {
+		if err := o.DM.Expire(ctx, key, ttl); err != nil {
+			return int64(v), err
+		}
+	}
+	return int64(v), nil
+}

@@ -1,0 +1,18 @@
+// Package ratelimit admits requests against per-(API key, model) request
+// and token limits shared by every gateway replica (gateway.md §4).
+//
+// Algorithm: fixed one-minute windows of atomic counters. Admission adds
+// the request's units to the window's counter and, when the new value
+// exceeds the limit, takes them back and refuses; because each add runs
+// atomically on the counter's owner (an Olric cluster-client Incr routed to
+// the partition owner, or a mutex in process), concurrent replicas
+// together never admit more than the limit per window. Token admission
+// reserves the input estimate plus the output maximum, and Settle later
+// replaces the reservation with the usage the backend reported (reserve,
+// then settle: gateway.md §4.4). The documented bounds on over-admission
+// are in docs/gateway.md "Rate limits".
+//
+// A store failure never crashes a request: by default the limiter fails
+// open (admits, counts the error); configured fail-closed it reports the
+// error and the caller answers 503.
+package ratelimit

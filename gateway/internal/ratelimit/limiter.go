@@ -1,0 +1,186 @@
+package ratelimit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/stargate-router/stargate/gateway/internal/metrics"
+	"github.com/stargate-router/stargate/pkg/clock"
+)
+
+// Window is the length of a limit window: limits are per minute.
+const Window = time.Minute
+
+// Limits are one (API key, model)'s limits; 0 means unlimited.
+type Limits struct {
+	RequestsPerMinute int64
+	TokensPerMinute   int64
+}
+
+// Config tunes a Limiter.
+type Config struct {
+	// FailOpen admits when the store fails (the default in main).
+	FailOpen bool
+	// StoreTimeout bounds each counter call.
+	StoreTimeout time.Duration
+}
+
+// Limiter admits and settles requests. Safe for concurrent use.
+type Limiter struct {
+	counter Counter
+	cfg     Config
+	clock   clock.Clock
+	m       *metrics.Metrics
+	log     *slog.Logger
+}
+
+// New returns a limiter over counter.
+func New(counter Counter, cfg Config, clk clock.Clock, m *metrics.Metrics, log *slog.Logger) *Limiter {
+	return &Limiter{counter: counter, cfg: cfg, clock: clk, m: m, log: log}
+}
+
+// Decision is the outcome of Reserve, with what the x-ratelimit-* headers
+// report.
+type Decision struct {
+	// Allowed is false for a 429.
+	Allowed bool
+	// Err is a store failure under fail-closed: the caller answers 503.
+	Err error
+	// RetryAfter is the time until the window that refused resets.
+	RetryAfter time.Duration
+	// Requests and Tokens describe each limited dimension.
+	Requests, Tokens *Dim
+}
+
+// Dim is one dimension's header values.
+type Dim struct {
+	Limit, Remaining int64
+	Reset            time.Duration
+}
+
+// Reservation is an admitted request's hold on the token counter.
+type Reservation struct {
+	l        *Limiter
+	key      string
+	window   int64
+	reserved int64
+	once     sync.Once
+}
+
+func (l *Limiter) key(principal, model, dim string, window int64) string {
+	h := sha256.New()
+	h.Write([]byte(principal))
+	h.Write([]byte{0})
+	h.Write([]byte(model))
+	return "rl:v1:" + hex.EncodeToString(h.Sum(nil)[:16]) + ":" + dim + ":" + strconv.FormatInt(window, 10)
+}
+
+func (l *Limiter) add(ctx context.Context, op, key string, delta int64) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
+	defer cancel()
+	v, err := l.counter.Add(ctx, key, delta, 2*Window)
+	if err != nil {
+		kind := "error"
+		if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			kind = "timeout"
+		}
+		l.m.RateLimitErrors.WithLabelValues(op, kind).Inc()
+	}
+	return v, err
+}
+
+// Reserve admits one request of tokens (input estimate plus output
+// maximum) for principal and model. A nil Reservation means there is
+// nothing to settle.
+func (l *Limiter) Reserve(ctx context.Context, principal, model string, lim Limits, tokens int64) (*Reservation, Decision) {
+	if lim.RequestsPerMinute <= 0 && lim.TokensPerMinute <= 0 {
+		return nil, Decision{Allowed: true}
+	}
+	now := l.clock.Now()
+	window := now.UnixMilli() / Window.Milliseconds()
+	reset := time.Duration((window+1)*Window.Milliseconds()-now.UnixMilli()) * time.Millisecond
+	var d Decision
+	d.Allowed = true
+	var reqKey string
+	if lim.RequestsPerMinute > 0 {
+		reqKey = l.key(principal, model, "requests", window)
+		v, err := l.add(ctx, "reserve", reqKey, 1)
+		if err != nil {
+			return nil, l.storeFailed(err)
+		}
+		d.Requests = &Dim{Limit: lim.RequestsPerMinute, Remaining: max(lim.RequestsPerMinute-v, 0), Reset: reset}
+		if v > lim.RequestsPerMinute {
+			_, _ = l.add(context.WithoutCancel(ctx), "reserve", reqKey, -1)
+			l.m.RateLimitDecision.WithLabelValues("limited", "requests").Inc()
+			return nil, Decision{Allowed: false, RetryAfter: reset, Requests: d.Requests}
+		}
+	}
+	var res *Reservation
+	if lim.TokensPerMinute > 0 {
+		tokKey := l.key(principal, model, "tokens", window)
+		v, err := l.add(ctx, "reserve", tokKey, tokens)
+		if err != nil {
+			if reqKey != "" {
+				_, _ = l.add(context.WithoutCancel(ctx), "reserve", reqKey, -1)
+			}
+			return nil, l.storeFailed(err)
+		}
+		d.Tokens = &Dim{Limit: lim.TokensPerMinute, Remaining: max(lim.TokensPerMinute-v, 0), Reset: reset}
+		if v > lim.TokensPerMinute {
+			_, _ = l.add(context.WithoutCancel(ctx), "reserve", tokKey, -tokens)
+			if reqKey != "" {
+				_, _ = l.add(context.WithoutCancel(ctx), "reserve", reqKey, -1)
+			}
+			d.Tokens.Remaining = max(lim.TokensPerMinute-(v-tokens), 0)
+			l.m.RateLimitDecision.WithLabelValues("limited", "tokens").Inc()
+			return nil, Decision{Allowed: false, RetryAfter: reset, Requests: d.Requests, Tokens: d.Tokens}
+		}
+		res = &Reservation{l: l, key: tokKey, window: window, reserved: tokens}
+	}
+	l.m.RateLimitDecision.WithLabelValues("allowed", "none").Inc()
+	return res, d
+}
+
+func (l *Limiter) storeFailed(err error) Decision {
+	if l.cfg.FailOpen {
+		l.m.RateLimitDecision.WithLabelValues("fail_open", "none").Inc()
+		return Decision{Allowed: true}
+	}
+	l.m.RateLimitDecision.WithLabelValues("fail_closed", "none").Inc()
+	return Decision{Err: err}
+}
+
+// Settle replaces the reservation by used tokens (the backend's reported
+// usage, or the input estimate when none arrived). It runs once; later
+// calls do nothing. A refund goes back to the reservation's window only
+// while that window is current (an ended window admits nothing more); an
+// overrun is charged to the current window, so the limit also absorbs
+// underestimates. It never blocks longer than the store timeout and
+// ignores the caller's cancellation (a client that hung up still used
+// the tokens).
+func (r *Reservation) Settle(ctx context.Context, used int64) {
+	if r == nil {
+		return
+	}
+	r.once.Do(func() {
+		ctx := context.WithoutCancel(ctx)
+		delta := used - r.reserved
+		now := r.l.clock.Now().UnixMilli() / Window.Milliseconds()
+		switch {
+		case delta < 0 && now == r.window:
+			_, _ = r.l.add(ctx, "settle", r.key, delta)
+		case delta > 0:
+			key := r.key
+			if now != r.window {
+				key = r.key[:len(r.key)-len(strconv.FormatInt(r.window, 10))] + strconv.FormatInt(now, 10)
+			}
+			_, _ = r.l.add(ctx, "settle", key, delta)
+		}
+	})
+}

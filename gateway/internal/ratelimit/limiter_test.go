@@ -1,0 +1,174 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/stargate-router/stargate/gateway/internal/metrics"
+	"github.com/stargate-router/stargate/gateway/internal/olricnode/olrictest"
+	"github.com/stargate-router/stargate/pkg/clock"
+)
+
+// memberlist's Shutdown does not wait for a probe already waiting on its
+// ack timeout; that goroutine ends by itself within the probe timeout.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"))
+}
+
+func newLimiter(c Counter, clk clock.Clock, failOpen bool) (*Limiter, *metrics.Metrics) {
+	m := metrics.New(prometheus.NewRegistry())
+	return New(c, Config{FailOpen: failOpen, StoreTimeout: time.Second}, clk, m, nil), m
+}
+
+var t0 = time.Unix(1_700_000_020, 0) // 40 s into a minute window
+
+func TestRequestsAndTokens(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l, _ := newLimiter(NewLocal(clk), clk, true)
+	ctx := context.Background()
+	lim := Limits{RequestsPerMinute: 3, TokensPerMinute: 100}
+	res, d := l.Reserve(ctx, "p", "m", lim, 60)
+	if !d.Allowed || d.Tokens.Remaining != 40 || d.Requests.Remaining != 2 || d.Tokens.Reset != 20*time.Second {
+		t.Fatalf("%+v %+v %+v", d, d.Tokens, d.Requests)
+	}
+	// 60 more tokens do not fit; the refused reservation is taken back.
+	if _, d := l.Reserve(ctx, "p", "m", lim, 60); d.Allowed || d.RetryAfter != 20*time.Second {
+		t.Fatalf("over tokens admitted: %+v", d)
+	}
+	// Settling at 10 actual tokens refunds 50.
+	res.Settle(ctx, 10)
+	res.Settle(ctx, 1000) // second settle is a no-op
+	if _, d := l.Reserve(ctx, "p", "m", lim, 60); !d.Allowed || d.Tokens.Remaining != 30 {
+		t.Fatalf("after refund: %+v %+v", d, d.Tokens)
+	}
+	if _, d := l.Reserve(ctx, "p", "m", lim, 1); !d.Allowed || d.Requests.Remaining != 0 {
+		t.Fatalf("third admitted request refused: %+v", d.Requests)
+	}
+	if _, d := l.Reserve(ctx, "p", "m", lim, 1); d.Allowed {
+		t.Fatal("fourth request admitted with 3 rpm")
+	}
+	// Other principal and model have their own counters.
+	if _, d := l.Reserve(ctx, "q", "m", lim, 1); !d.Allowed {
+		t.Fatal("other principal limited")
+	}
+	clk.Advance(20 * time.Second)
+	if _, d := l.Reserve(ctx, "p", "m", lim, 60); !d.Allowed {
+		t.Fatal("new window still limited")
+	}
+}
+
+// TestOverrunChargedToCurrentWindow: usage above the reservation settled
+// after the window rolled is charged to the new window.
+func TestOverrunChargedToCurrentWindow(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l, _ := newLimiter(NewLocal(clk), clk, true)
+	ctx := context.Background()
+	lim := Limits{TokensPerMinute: 100}
+	res, _ := l.Reserve(ctx, "p", "m", lim, 10)
+	clk.Advance(30 * time.Second)
+	res.Settle(ctx, 90) // 80 over
+	if _, d := l.Reserve(ctx, "p", "m", lim, 30); d.Allowed {
+		t.Fatalf("overrun not charged: %+v", d.Tokens)
+	}
+}
+
+type failing struct{ err error }
+
+func (f failing) Add(context.Context, string, int64, time.Duration) (int64, error) { return 0, f.err }
+
+func TestStoreDown(t *testing.T) {
+	clk := clock.NewFake(t0)
+	lim := Limits{RequestsPerMinute: 1}
+	l, m := newLimiter(failing{errors.New("down")}, clk, true)
+	if _, d := l.Reserve(context.Background(), "p", "m", lim, 1); !d.Allowed || d.Err != nil {
+		t.Fatalf("fail open refused: %+v", d)
+	}
+	if testutil.ToFloat64(m.RateLimitErrors.WithLabelValues("reserve", "error")) != 1 ||
+		testutil.ToFloat64(m.RateLimitDecision.WithLabelValues("fail_open", "none")) != 1 {
+		t.Fatal("store error not counted")
+	}
+	l, _ = newLimiter(failing{context.DeadlineExceeded}, clk, false)
+	if _, d := l.Reserve(context.Background(), "p", "m", lim, 1); d.Allowed || d.Err == nil {
+		t.Fatalf("fail closed admitted: %+v", d)
+	}
+}
+
+// TestExactAcrossThreeOlricNodes: 3 replicas, each with its own limiter
+// on its own node's cluster client, race 300 requests against a limit of
+// 50 per window and 2000 tokens: together they admit exactly the limit.
+func TestExactAcrossThreeOlricNodes(t *testing.T) {
+	nodes := olrictest.Cluster(t, 3)
+	clk := clock.NewFake(t0)
+	var limiters []*Limiter
+	for _, n := range nodes {
+		dm, err := n.Cluster().NewDMap("rl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := newLimiter(Olric{DM: dm}, clk, false)
+		limiters = append(limiters, l)
+	}
+	for _, tc := range []struct {
+		name      string
+		lim       Limits
+		tokens    int64
+		wantAdmit int64
+	}{
+		{"requests", Limits{RequestsPerMinute: 50}, 1, 50},
+		{"tokens", Limits{TokensPerMinute: 2000}, 30, 66},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var admitted, errs atomic.Int64
+			var wg sync.WaitGroup
+			for i := range 300 {
+				l := limiters[i%3]
+				wg.Go(func() {
+					_, d := l.Reserve(context.Background(), "p-"+tc.name, "m", tc.lim, tc.tokens)
+					if d.Err != nil {
+						errs.Add(1)
+					}
+					if d.Allowed {
+						admitted.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			if errs.Load() != 0 {
+				t.Fatalf("%d store errors", errs.Load())
+			}
+			// Refused adds are taken back, so a racing refusal can only
+			// make another request fail too: the bound is "never above".
+			if got := admitted.Load(); got > tc.wantAdmit || got < tc.wantAdmit*9/10 {
+				t.Fatalf("admitted %d, want %d (never more)", got, tc.wantAdmit)
+			}
+		})
+	}
+}
+
+type slow struct{}
+
+func (slow) Add(ctx context.Context, _ string, _ int64, _ time.Duration) (int64, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestSlowStoreFailsOpenWithinTimeout: a store slower than the timeout
+// admits (fail open) after the timeout and counts a timeout.
+func TestSlowStoreFailsOpenWithinTimeout(t *testing.T) {
+	m := metrics.New(prometheus.NewRegistry())
+	l := New(slow{}, Config{FailOpen: true, StoreTimeout: 10 * time.Millisecond}, clock.NewFake(t0), m, nil)
+	if _, d := l.Reserve(context.Background(), "p", "m", Limits{TokensPerMinute: 10}, 1); !d.Allowed {
+		t.Fatalf("%+v", d)
+	}
+	if got := testutil.ToFloat64(m.RateLimitErrors.WithLabelValues("reserve", "timeout")); got != 1 {
+		t.Fatalf("timeouts = %v", got)
+	}
+}

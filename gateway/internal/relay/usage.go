@@ -1,0 +1,148 @@
+package relay
+
+import (
+	"encoding/json"
+
+	"github.com/valyala/fastjson"
+)
+
+// Usage is token usage as the backend reported it.
+type Usage struct {
+	Prompt, Completion, Total, Cached int64
+}
+
+type wireUsage struct {
+	PromptTokens        *int64 `json:"prompt_tokens"`
+	CompletionTokens    *int64 `json:"completion_tokens"`
+	InputTokens         *int64 `json:"input_tokens"`
+	OutputTokens        *int64 `json:"output_tokens"`
+	TotalTokens         *int64 `json:"total_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	InputTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+}
+
+// ParseUsage reads a chat/completions/embeddings or Responses usage
+// object; ok is false when raw holds none.
+func ParseUsage(raw json.RawMessage) (Usage, bool) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return Usage{}, false
+	}
+	var w wireUsage
+	if json.Unmarshal(raw, &w) != nil {
+		return Usage{}, false
+	}
+	var u Usage
+	switch {
+	case w.PromptTokens != nil:
+		u.Prompt = *w.PromptTokens
+	case w.InputTokens != nil:
+		u.Prompt = *w.InputTokens
+	default:
+		return Usage{}, false
+	}
+	if w.CompletionTokens != nil {
+		u.Completion = *w.CompletionTokens
+	} else if w.OutputTokens != nil {
+		u.Completion = *w.OutputTokens
+	}
+	u.Total = u.Prompt + u.Completion
+	if w.TotalTokens != nil {
+		u.Total = *w.TotalTokens
+	}
+	if w.PromptTokensDetails != nil {
+		u.Cached = w.PromptTokensDetails.CachedTokens
+	} else if w.InputTokensDetails != nil {
+		u.Cached = w.InputTokensDetails.CachedTokens
+	}
+	return u, true
+}
+
+// BodyUsage reads the top-level usage of a JSON response body.
+func BodyUsage(body []byte) (Usage, bool) {
+	var env struct {
+		Usage json.RawMessage `json:"usage"`
+	}
+	if json.Unmarshal(body, &env) != nil {
+		return Usage{}, false
+	}
+	return ParseUsage(env.Usage)
+}
+
+// EventInfo is what the relay learns from one streamed event.
+type EventInfo struct {
+	// Usage is set when the event carried usage (chat's final chunk, the
+	// Responses terminal event).
+	Usage *Usage
+	// Output is true when the event carries generated output (for the
+	// first-token metric).
+	Output bool
+	// Terminal is true for response.completed / failed / incomplete.
+	Terminal bool
+	// UsageOnly is true for chat's final usage chunk (usage, no choices),
+	// which a relay drops when it asked for usage on the client's behalf.
+	UsageOnly bool
+}
+
+// Inspect reads one event's data. It tolerates anything: an event it
+// cannot parse tells it nothing.
+func Inspect(data []byte) EventInfo {
+	var ev struct {
+		Type     string          `json:"type"`
+		Usage    json.RawMessage `json:"usage"`
+		Response *struct {
+			Usage json.RawMessage `json:"usage"`
+		} `json:"response"`
+		Choices []struct {
+			Text  string `json:"text"`
+			Delta struct {
+				Content          string          `json:"content"`
+				ReasoningContent string          `json:"reasoning_content"`
+				ToolCalls        json.RawMessage `json:"tool_calls"`
+			} `json:"delta"`
+		} `json:"choices"`
+		Delta string `json:"delta"`
+	}
+	var info EventInfo
+	if json.Unmarshal(data, &ev) != nil {
+		return info
+	}
+	if u, ok := ParseUsage(ev.Usage); ok {
+		info.Usage = &u
+		info.UsageOnly = len(ev.Choices) == 0 && ev.Type == ""
+	}
+	switch ev.Type {
+	case "response.completed", "response.failed", "response.incomplete":
+		info.Terminal = true
+		if ev.Response != nil {
+			if u, ok := ParseUsage(ev.Response.Usage); ok {
+				info.Usage = &u
+			}
+		}
+	case "response.output_text.delta":
+		info.Output = ev.Delta != ""
+	}
+	for _, c := range ev.Choices {
+		if c.Text != "" || c.Delta.Content != "" || c.Delta.ReasoningContent != "" || len(c.Delta.ToolCalls) > 0 {
+			info.Output = true
+		}
+	}
+	return info
+}
+
+// WithModel returns the SSE event "data: <data with model replaced>\n\n";
+// ok is false when data is not a JSON object with a model.
+func WithModel(data []byte, model string) ([]byte, bool) {
+	var p fastjson.Parser
+	v, err := p.ParseBytes(data)
+	if err != nil || v.Type() != fastjson.TypeObject || v.Get("model") == nil {
+		return nil, false
+	}
+	var a fastjson.Arena
+	v.Set("model", a.NewString(model))
+	out := append([]byte("data: "), v.MarshalTo(nil)...)
+	return append(out, '\n', '\n'), true
+}

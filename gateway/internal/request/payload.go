@@ -1,0 +1,130 @@
+package request
+
+import (
+	"encoding/json"
+)
+
+// Payload returns the bytes the payload-derived session hashes (gateway.md
+// §2.3): the chat messages re-marshalled in a fixed field order with
+// omitempty rules (a content made of one text part marshals as a plain
+// string), the Responses input always as an array (a string input becomes
+// one user message), or the completions prompt. Strings use
+// encoding/json's escaping, as the reference's typed re-marshal does. It
+// returns nil for embeddings, which have no session.
+func (r *Request) Payload() []byte {
+	switch r.Endpoint {
+	case Chat:
+		size := 2
+		for i := range r.Chat.Messages {
+			size += 64 + len(r.Chat.Messages[i].Content.Text)
+		}
+		b := make([]byte, 0, size+size/16)
+		b = append(b, '[')
+		for i := range r.Chat.Messages {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendMessage(b, &r.Chat.Messages[i])
+		}
+		return append(b, ']')
+	case Responses:
+		if r.Resp.InputString != nil {
+			b := append([]byte(nil), `[{"role":"user","content":`...)
+			b = appendString(b, *r.Resp.InputString)
+			return append(b, "}]"...)
+		}
+		return r.Resp.Input
+	case Completions:
+		return r.Prompt
+	}
+	return nil
+}
+
+// appendString appends s as encoding/json would (HTML-safe escaping), on
+// a fast path for plain ASCII and through encoding/json for the rest.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c < 0x80 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		case '\b':
+			b = append(b, '\\', 'b')
+		case '\f':
+			b = append(b, '\\', 'f')
+		default:
+			if c >= 0x80 {
+				// Non-ASCII (validity, U+2028/9): encoding/json does the
+				// rest; its output starts with the quote already written.
+				q, _ := json.Marshal(s[i:])
+				return append(b, q[1:]...)
+			}
+			const hex = "0123456789abcdef"
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+func appendMessage(b []byte, m *Message) []byte {
+	b = append(b, `{"role":`...)
+	b = appendString(b, m.Role)
+	c := &m.Content
+	switch {
+	case c.IsText:
+		b = append(b, `,"content":`...)
+		b = appendString(b, c.Text)
+	case len(c.Parts) == 1 && c.Parts[0].Type == "text" && c.Parts[0].HasText:
+		b = append(b, `,"content":`...)
+		b = appendString(b, c.Parts[0].Text)
+	case len(c.Parts) > 0:
+		b = append(b, `,"content":[`...)
+		for i, p := range c.Parts {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, p.Raw...)
+		}
+		b = append(b, ']')
+	case c.Raw != nil:
+		b = append(b, `,"content":`...)
+		b = append(b, c.Raw...)
+	}
+	if m.Name != nil {
+		b = append(b, `,"name":`...)
+		b = appendString(b, *m.Name)
+	}
+	if m.ToolCalls != nil {
+		b = append(b, `,"tool_calls":`...)
+		b = append(b, m.ToolCalls...)
+	}
+	for _, f := range []struct{ k, v string }{{"tool_call_id", m.ToolCallID}, {"reasoning", m.Reasoning}} {
+		if f.v != "" {
+			b = append(b, `,"`+f.k+`":`...)
+			b = appendString(b, f.v)
+		}
+	}
+	if m.FunctionCall != nil {
+		b = append(b, `,"function_call":`...)
+		b = append(b, m.FunctionCall...)
+	}
+	if m.Channel != "" {
+		b = append(b, `,"channel":`...)
+		b = appendString(b, m.Channel)
+	}
+	return append(b, '}')
+}

@@ -1,0 +1,218 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/stargate-router/stargate/gateway/internal/config"
+	"github.com/stargate-router/stargate/gateway/internal/hubclient"
+	"github.com/stargate-router/stargate/gateway/internal/lastcluster"
+	"github.com/stargate-router/stargate/gateway/internal/metrics"
+	"github.com/stargate-router/stargate/gateway/internal/ratelimit"
+	"github.com/stargate-router/stargate/pkg/clock"
+)
+
+// fakeHub records every request it gets and answers like the hub in
+// front of a pylon: chat and Responses only as streams.
+type fakeHub struct {
+	mu       sync.Mutex
+	reqs     []*http.Request
+	bodies   [][]byte
+	cluster  string
+	status   int
+	srv      *httptest.Server
+	gate     chan struct{} // when set, the stream waits on it after the first event
+	firstOut chan struct{}
+}
+
+func newFakeHub(t *testing.T) *fakeHub {
+	h := &fakeHub{cluster: "cluster-a", status: 200}
+	h.srv = httptest.NewServer(http.HandlerFunc(h.serve))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *fakeHub) last() (*http.Request, []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.reqs) == 0 {
+		return nil, nil
+	}
+	return h.reqs[len(h.reqs)-1], h.bodies[len(h.bodies)-1]
+}
+
+func (h *fakeHub) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.reqs)
+}
+
+func (h *fakeHub) serve(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	h.reqs = append(h.reqs, r.Clone(context.Background()))
+	h.bodies = append(h.bodies, b)
+	status, cluster, gate, firstOut := h.status, h.cluster, h.gate, h.firstOut
+	h.mu.Unlock()
+	w.Header().Set("X-Stargate-Cluster-Id", cluster)
+	w.Header().Set("X-Inference-Server-Id", "pylon-1")
+	w.Header().Set("X-Inference-Server-Url", "http://10.0.0.1")
+	w.Header().Set("X-Kv-Cache-Hit", "false")
+	if r.URL.Path == "/v1/models" {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"m","object":"model","created":0,"owned_by":"stargate"}]}`)
+		return
+	}
+	if status != 200 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, `{"error":{"message":"upstream says no","type":"server_error","code":"x"}}`)
+		return
+	}
+	var req map[string]any
+	_ = json.Unmarshal(b, &req)
+	stream, _ := req["stream"].(bool)
+	switch r.URL.Path {
+	case "/v1/embeddings":
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1]}],"model":"m","usage":{"prompt_tokens":3,"total_tokens":3}}`)
+		return
+	case "/v1/completions":
+		if !stream {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"id":"c1","object":"text_completion","model":"m","choices":[{"index":0,"text":"hi","finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":1,"total_tokens":3}}`)
+			return
+		}
+	}
+	if !stream {
+		w.WriteHeader(400)
+		_, _ = io.WriteString(w, `{"error":{"message":"stream must be true","type":"invalid_request_error"}}`)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(200)
+	fl := w.(http.Flusher)
+	if r.URL.Path == "/v1/responses" {
+		for _, ev := range []string{
+			`{"type":"response.created","response":{"id":"r1","status":"in_progress"}}`,
+			`{"type":"response.output_text.delta","delta":"hello"}`,
+			`{"type":"response.completed","response":{"id":"r1","object":"response","status":"completed","output":[{"type":"message","content":[{"type":"output_text","text":"hello"}]}],"usage":{"input_tokens":7,"output_tokens":1,"total_tokens":8,"input_tokens_details":{"cached_tokens":4}}}}`,
+		} {
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", "x", ev)
+			fl.Flush()
+		}
+		return
+	}
+	fmt.Fprintf(w, "data: %s\n\n", `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"}}]}`)
+	fl.Flush()
+	if firstOut != nil {
+		close(firstOut)
+	}
+	if gate != nil {
+		<-gate
+	}
+	fmt.Fprintf(w, "data: %s\n\n", `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}`)
+	so, _ := req["stream_options"].(map[string]any)
+	if so != nil && so["include_usage"] == true {
+		fmt.Fprintf(w, "data: %s\n\n", `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":8}}}`)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	fl.Flush()
+}
+
+type harness struct {
+	t       *testing.T
+	hub     *fakeHub
+	srv     *Server
+	ts      *httptest.Server
+	m       *metrics.Metrics
+	reg     *prometheus.Registry
+	tracker *lastcluster.Tracker
+	clock   *clock.Fake
+}
+
+type opts struct {
+	keys    []config.APIKey
+	models  config.Models
+	store   lastcluster.Store
+	limiter func(m *metrics.Metrics, clk clock.Clock) *ratelimit.Limiter
+	timeout time.Duration
+	hub     *fakeHub
+}
+
+func newHarness(t *testing.T, o opts) *harness {
+	t.Helper()
+	hub := o.hub
+	if hub == nil {
+		hub = newFakeHub(t)
+	}
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	log := slog.New(slog.DiscardHandler)
+	u, _ := url.Parse(hub.srv.URL)
+	if o.timeout == 0 {
+		o.timeout = 50 * time.Millisecond
+	}
+	var tr *lastcluster.Tracker
+	if o.store != nil {
+		tr = lastcluster.New(lastcluster.Config{Enabled: true, TTL: time.Minute, LookupTimeout: o.timeout, WriteTimeout: time.Second, TimeoutLogEvery: 1}, o.store, m, nil, log, clk)
+	}
+	var lim *ratelimit.Limiter
+	if o.limiter != nil {
+		lim = o.limiter(m, clk)
+	}
+	if o.models == nil {
+		o.models = config.Models{}
+	}
+	hc := hubclient.New(u, time.Second, "")
+	s := New(Deps{Hub: hc, Tracker: tr, Limiter: lim, Metrics: m, Log: log, Clock: clk, Keys: o.keys,
+		Models: o.models, MaxBodyBytes: 1 << 20, DefaultMaxOutputTokens: 1})
+	ts := httptest.NewServer(s)
+	t.Cleanup(func() {
+		ts.Close()
+		hc.CloseIdle()
+		tr.Wait(context.Background())
+	})
+	return &harness{t: t, hub: hub, srv: s, ts: ts, m: m, reg: reg, tracker: tr, clock: clk}
+}
+
+func (h *harness) post(path, body string, hdr map[string]string) (*http.Response, string) {
+	h.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.ts.URL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := h.ts.Client().Do(req)
+	if err != nil {
+		h.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func counter(c *prometheus.CounterVec, labels ...string) float64 {
+	return testutil.ToFloat64(c.WithLabelValues(labels...))
+}
+
+func sha(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}

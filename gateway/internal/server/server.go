@@ -1,0 +1,237 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/stargate-router/stargate/gateway/internal/config"
+	"github.com/stargate-router/stargate/gateway/internal/hubclient"
+	"github.com/stargate-router/stargate/gateway/internal/lastcluster"
+	"github.com/stargate-router/stargate/gateway/internal/metrics"
+	"github.com/stargate-router/stargate/gateway/internal/ratelimit"
+	"github.com/stargate-router/stargate/gateway/internal/request"
+	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/openai"
+	"github.com/stargate-router/stargate/pkg/serve"
+)
+
+// Deps are the server's collaborators, built by main.
+type Deps struct {
+	Hub     *hubclient.Client
+	Tracker *lastcluster.Tracker
+	// Limiter is nil when rate limiting is off.
+	Limiter *ratelimit.Limiter
+	Metrics *metrics.Metrics
+	Log     *slog.Logger
+	Clock   clock.Clock
+	// Keys are the accepted client keys; empty means no auth
+	// (--insecure-no-auth, checked by config).
+	Keys   []config.APIKey
+	Models config.Models
+	// MaxBodyBytes caps request bodies (413 above).
+	MaxBodyBytes int64
+	// RoutingKeyPrefix splits the model on its first '/'.
+	RoutingKeyPrefix bool
+	// HubRequestTimeout bounds non-streaming exchanges; 0 = none.
+	HubRequestTimeout time.Duration
+	// DefaultMaxOutputTokens is reserved when a request sets no maximum.
+	DefaultMaxOutputTokens int64
+	// TracerProvider makes the server spans; nil means no-op.
+	TracerProvider trace.TracerProvider
+}
+
+// Server is the gateway's API handler.
+type Server struct {
+	d      Deps
+	tracer trace.Tracer
+	keys   []hashedKey
+	mux    chi.Router
+}
+
+type hashedKey struct {
+	sum       [sha256.Size]byte
+	principal string
+}
+
+// New builds the router.
+func New(d Deps) *Server {
+	tp := d.TracerProvider
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	s := &Server{d: d, tracer: tp.Tracer("llm-api-gateway")}
+	for _, k := range d.Keys {
+		s.keys = append(s.keys, hashedKey{sum: sha256.Sum256([]byte(k.Key)), principal: k.Principal})
+	}
+	r := chi.NewRouter()
+	r.Use(s.recoverer, s.observe)
+	r.Group(func(r chi.Router) {
+		r.Use(s.auth)
+		r.Post("/v1/chat/completions", s.endpoint(request.Chat))
+		r.Post("/v1/responses", s.endpoint(request.Responses))
+		r.Post("/v1/completions", s.endpoint(request.Completions))
+		r.Post("/v1/embeddings", s.endpoint(request.Embeddings))
+		r.Get("/v1/models", s.models)
+	})
+	r.NotFound(serve.NotFound)
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		allowed := http.MethodPost
+		if strings.HasSuffix(r.URL.Path, "/models") {
+			allowed = http.MethodGet
+		}
+		w.Header().Set("Allow", allowed)
+		openai.WriteError(w, openai.MethodNotAllowed(r.Method, allowed))
+	})
+	s.mux = r
+	return s
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+type ctxKey struct{}
+
+// reqState is per-request data middleware and handlers share.
+type reqState struct {
+	requestID  string
+	principal  string
+	routingKey string
+}
+
+func state(ctx context.Context) *reqState {
+	if st, ok := ctx.Value(ctxKey{}).(*reqState); ok {
+		return st
+	}
+	return &reqState{}
+}
+
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler { //nolint:errorlint // sentinel panic value, compared as net/http does
+					panic(v)
+				}
+				s.d.Log.Error("handler panic", "request_id", state(r.Context()).requestID, "panic", v)
+				openai.WriteError(w, openai.Internal("internal error"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// observe assigns the request id and records the HTTP metrics.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := s.d.Clock.Now()
+		st := &reqState{}
+		if id, err := headers.ParseRequestID(r.Header.Get(headers.RequestID)); err == nil {
+			st.requestID = id
+		} else {
+			st.requestID = uuid.NewString()
+		}
+		w.Header().Set(headers.RequestID, st.requestID)
+		ww := &statusWriter{ResponseWriter: w}
+		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, st))
+		route := routeOf(r.URL.Path)
+		active := s.d.Metrics.HTTPActive.WithLabelValues(r.Method, route, "none")
+		active.Inc()
+		defer func() {
+			active.Dec()
+			fn := st.routingKey
+			if fn == "" {
+				fn = "none"
+			}
+			code := strconv.Itoa(ww.code())
+			s.d.Metrics.HTTPRequests.WithLabelValues(r.Method, route, code, fn).Inc()
+			s.d.Metrics.HTTPDuration.WithLabelValues(r.Method, route, code, fn).Observe(s.d.Clock.Since(start).Seconds())
+		}()
+		next.ServeHTTP(ww, r)
+	})
+}
+
+// routeOf maps a path to its bounded route label.
+func routeOf(p string) string {
+	switch p {
+	case "/v1/chat/completions", "/v1/responses", "/v1/completions", "/v1/embeddings", "/v1/models":
+		return p
+	}
+	return "unknown"
+}
+
+// statusWriter records the status and keeps Flush reachable through
+// Unwrap (SSE needs it; style A6).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) code() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+// auth checks the bearer key in constant time against every configured
+// key (hashes first, so the compare does not leak the key length either).
+func (s *Server) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(s.keys) == 0 {
+			state(r.Context()).principal = "anonymous"
+			next.ServeHTTP(w, r)
+			return
+		}
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || tok == "" {
+			s.d.Metrics.AuthRequests.WithLabelValues("missing").Inc()
+			openai.WriteError(w, &openai.Error{Status: http.StatusUnauthorized, Type: openai.TypeAuthentication,
+				Code: "missing_api_key", Message: "missing API key: send Authorization: Bearer <key>"})
+			return
+		}
+		sum := sha256.Sum256([]byte(tok))
+		principal := ""
+		for _, k := range s.keys {
+			if subtle.ConstantTimeCompare(sum[:], k.sum[:]) == 1 {
+				principal = k.principal
+			}
+		}
+		if principal == "" {
+			s.d.Metrics.AuthRequests.WithLabelValues("invalid").Inc()
+			openai.WriteError(w, &openai.Error{Status: http.StatusUnauthorized, Type: openai.TypeAuthentication,
+				Code: "invalid_api_key", Message: "invalid API key"})
+			return
+		}
+		s.d.Metrics.AuthRequests.WithLabelValues("ok").Inc()
+		state(r.Context()).principal = principal
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,167 @@
+package session
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Source says where a session id came from; the values are the reference's
+// SessionSource labels.
+type Source string
+
+// The session sources, in no particular order; precedence is Derive's.
+const (
+	SourceNone           Source = ""
+	SourcePromptCacheKey Source = "prompt_cache_key"
+	SourceConversationID Source = "conversation_id"
+	SourceHeader         Source = "header"
+	SourcePayload        Source = "payload"
+)
+
+// Eligible reports whether last-cluster tracking may use the source
+// (gateway.md §7.3): only client-chosen ids, never the payload hash, which
+// changes every turn.
+func (s Source) Eligible() bool {
+	return s == SourcePromptCacheKey || s == SourceConversationID || s == SourceHeader
+}
+
+// MaxIDLen caps a session id in bytes (gateway.md §2.2).
+const MaxIDLen = 256
+
+// Errors returned (wrapped) by Validate.
+var (
+	ErrEmpty       = errors.New("must not be empty")
+	ErrTooLong     = fmt.Errorf("must be at most %d bytes", MaxIDLen)
+	ErrControlChar = errors.New("must not contain control characters")
+	ErrInvalidUTF8 = errors.New("must be valid UTF-8")
+)
+
+// Validate applies gateway.md §2.2: non-empty, at most MaxIDLen bytes, no
+// rune below 0x20 and no 0x7F. Non-ASCII UTF-8 is allowed; invalid UTF-8
+// is not, because the id is echoed in a response header.
+func Validate(id string) error {
+	switch {
+	case id == "":
+		return ErrEmpty
+	case len(id) > MaxIDLen:
+		return ErrTooLong
+	case !utf8.ValidString(id):
+		return ErrInvalidUTF8
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x20 || c == 0x7f {
+			return ErrControlChar
+		}
+	}
+	return nil
+}
+
+// Session is a derived session.
+type Session struct {
+	// ID is echoed to the client as x-multi-turn-session-id: the raw
+	// client id, or the affinity key for payload sessions (§2.4).
+	ID string
+	// Source is where ID came from.
+	Source Source
+	// AffinityKey is sent to the hub as x-cache-affinity-key.
+	AffinityKey string
+}
+
+// Inputs are the candidate sources of one request. Pointers are nil when
+// the field is absent; an empty body value counts as absent.
+type Inputs struct {
+	// Header is the raw x-multi-turn-session-id value; HeaderSet reports
+	// whether the header was present at all.
+	Header    string
+	HeaderSet bool
+	// PromptCacheKey and ConversationID come from the body.
+	PromptCacheKey *string
+	ConversationID *string
+	// Payload returns the bytes the payload fallback hashes; nil means no
+	// fallback (embeddings).
+	Payload func() []byte
+}
+
+// Error is a 400-worthy validation failure; Message is the client-facing
+// text of gateway.md §2.2.
+type Error struct {
+	Param   string
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Unwrap returns the validation sentinel.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Derive applies the precedence prompt_cache_key > conversation id >
+// x-multi-turn-session-id > payload hash (gateway.md §2.1). The header is
+// trimmed and validated first, even when a body source wins (§2.2, §8);
+// body values are not trimmed.
+func Derive(in Inputs) (Session, error) {
+	var header string
+	if in.HeaderSet {
+		header = strings.TrimSpace(in.Header)
+		if err := Validate(header); err != nil {
+			return Session{}, &Error{Param: "x-multi-turn-session-id", Message: "x-multi-turn-session-id is invalid: " + err.Error(), Err: err}
+		}
+	}
+	for _, c := range []struct {
+		v   *string
+		src Source
+	}{{in.PromptCacheKey, SourcePromptCacheKey}, {in.ConversationID, SourceConversationID}} {
+		if c.v == nil || *c.v == "" {
+			continue
+		}
+		if err := Validate(*c.v); err != nil {
+			return Session{}, &Error{Param: string(c.src), Message: "session id from " + string(c.src) + " is invalid: " + err.Error(), Err: err}
+		}
+		return Session{ID: *c.v, Source: c.src, AffinityKey: Hashed("session", *c.v)}, nil
+	}
+	if in.HeaderSet {
+		key := header
+		if !IsAffinityKey(header) {
+			key = Hashed("session", header)
+		}
+		return Session{ID: header, Source: SourceHeader, AffinityKey: key}, nil
+	}
+	if in.Payload != nil {
+		sum := sha256.Sum256(in.Payload())
+		key := "mt:v1:payload:" + hex.EncodeToString(sum[:])
+		return Session{ID: key, Source: SourcePayload, AffinityKey: key}, nil
+	}
+	return Session{}, nil
+}
+
+// Hashed returns mt:v1:<kind>:<hex sha256(v)>.
+func Hashed(kind, v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return "mt:v1:" + kind + ":" + hex.EncodeToString(sum[:])
+}
+
+// IsAffinityKey reports whether s already is an affinity key: exactly four
+// colon-separated parts mt, v1, any middle, and 64 hex digits in either
+// case (gateway.md §2.3). Such header values are sent verbatim so a client
+// echoing a returned session id keeps its key.
+func IsAffinityKey(s string) bool {
+	parts := strings.Split(s, ":")
+	if len(parts) != 4 || parts[0] != "mt" || parts[1] != "v1" || len(parts[3]) != 64 {
+		return false
+	}
+	for i := 0; i < 64; i++ {
+		c := parts[3][i]
+		if !isHex(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}

@@ -1,0 +1,507 @@
+package loadgen
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stargate-router/stargate/pkg/workload"
+)
+
+// Arm is one configuration of a comparison, as the arms file lists it.
+type Arm struct {
+	// Name names the arm's results folder: letters, digits, ".", "_", "-".
+	Name string `json:"name"`
+	// LBConfig is the hub lb-config (JSON) the arm runs with, relative to
+	// the arms file; it is copied into the arm's folder.
+	LBConfig string `json:"lb_config,omitempty"`
+	// Description is free text for the report.
+	Description string `json:"description,omitempty"`
+	// Info is recorded as given (binary versions, stack notes, …).
+	Info map[string]any `json:"info,omitempty"`
+}
+
+var armName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// ReadArms reads an arms file: a JSON array of Arm, or an object
+// {"arms": [...]}. Relative lb_config paths are resolved against the
+// file's folder and must exist.
+func ReadArms(path string) ([]Arm, error) {
+	b, err := os.ReadFile(path) //nolint:gosec // G304: the operator's --arms file
+	if err != nil {
+		return nil, err
+	}
+	var arms []Arm
+	if err := json.Unmarshal(b, &arms); err != nil {
+		var wrapped struct {
+			Arms []Arm `json:"arms"`
+		}
+		if err2 := json.Unmarshal(b, &wrapped); err2 != nil {
+			return nil, fmt.Errorf("%s: want a JSON array of arms or {\"arms\": [...]}: %w", path, err)
+		}
+		arms = wrapped.Arms
+	}
+	if len(arms) == 0 {
+		return nil, fmt.Errorf("%s: no arms", path)
+	}
+	seen := map[string]bool{}
+	for i := range arms {
+		a := &arms[i]
+		if !armName.MatchString(a.Name) || a.Name == "." || a.Name == ".." {
+			return nil, fmt.Errorf("%s: arm %d: name %q must be letters, digits, '.', '_' or '-'", path, i, a.Name)
+		}
+		if seen[a.Name] {
+			return nil, fmt.Errorf("%s: arm name %q twice", path, a.Name)
+		}
+		seen[a.Name] = true
+		if a.LBConfig != "" {
+			if !filepath.IsAbs(a.LBConfig) {
+				a.LBConfig = filepath.Join(filepath.Dir(path), a.LBConfig)
+			}
+			if _, err := os.Stat(a.LBConfig); err != nil {
+				return nil, fmt.Errorf("%s: arm %q: lb_config: %w", path, a.Name, err)
+			}
+		}
+	}
+	return arms, nil
+}
+
+// SuiteSpec is one workload of a campaign: a suite with its parameters,
+// under a key that names its folder ("sessions", "capacity-16").
+type SuiteSpec struct {
+	Key    string
+	Suite  string
+	Params workload.SuiteParams
+}
+
+// ExpandSuites turns suite names into specs. "capacity" becomes one spec
+// per rate of workload.CapacityRates (or the one base.Rate when set);
+// "capacity@R" names one rate.
+func ExpandSuites(names []string, base workload.SuiteParams) ([]SuiteSpec, error) {
+	var out []SuiteSpec
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		suite, rate, hasRate := strings.Cut(n, "@")
+		if !slices.Contains(workload.Suites, suite) {
+			return nil, fmt.Errorf("--suites: unknown suite %q (want one of %v)", suite, workload.Suites)
+		}
+		p := base
+		switch {
+		case hasRate && suite != workload.SuiteCapacity:
+			return nil, fmt.Errorf("--suites: %q: only capacity takes @rate", n)
+		case hasRate:
+			r, err := strconv.ParseFloat(rate, 64)
+			if err != nil || !(r > 0) {
+				return nil, fmt.Errorf("--suites: %q: want capacity@<req/s>", n)
+			}
+			p.Rate = r
+			out = append(out, SuiteSpec{Key: fmt.Sprintf("capacity-%g", r), Suite: suite, Params: p})
+		case suite == workload.SuiteCapacity:
+			rates := workload.CapacityRates
+			if base.Rate > 0 {
+				rates = []float64{base.Rate}
+			}
+			for _, r := range rates {
+				p.Rate = r
+				out = append(out, SuiteSpec{Key: fmt.Sprintf("capacity-%g", r), Suite: suite, Params: p})
+			}
+		default:
+			out = append(out, SuiteSpec{Key: suite, Suite: suite, Params: p})
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--suites: no suite given")
+	}
+	return out, nil
+}
+
+// Campaign runs every suite on every arm, Repeats times each.
+type Campaign struct {
+	Out     string
+	Arms    []Arm
+	Suites  []SuiteSpec
+	Repeats int
+	// Resume skips runs whose run.json is complete (and arms whose runs
+	// all are, hooks included).
+	Resume bool
+	// BeforeArm and AfterArm are shell commands run before and after each
+	// arm with ARM_NAME, ARM_LB_CONFIG, RESULTS_DIR (the arm's folder)
+	// and CAMPAIGN_DIR in their environment.
+	BeforeArm, AfterArm string
+	// Template is the run template: client, bounds, progress; Workload,
+	// Dir and Meta.Arm/Repeat are set per run.
+	Template RunSpec
+	Build    BuildInfo
+	// Log receives hook output and campaign progress lines.
+	Log io.Writer
+}
+
+// CampaignFormatV1 marks campaign.json.
+const CampaignFormatV1 = "loadgen-campaign/v1"
+
+// CampaignReport is campaign.json: what ran and the aggregate statistics
+// per arm and suite key.
+type CampaignReport struct {
+	Format   string                      `json:"format"`
+	Started  time.Time                   `json:"started"`
+	Finished time.Time                   `json:"finished,omitzero"`
+	Loadgen  BuildInfo                   `json:"loadgen"`
+	Repeats  int                         `json:"repeats"`
+	Suites   []CampaignSuite             `json:"suites"`
+	Arms     []Arm                       `json:"arms"`
+	Results  map[string]map[string]Stats `json:"results"`
+}
+
+// CampaignSuite is one workload of the campaign, fingerprinted.
+type CampaignSuite struct {
+	Key         string `json:"key"`
+	Suite       string `json:"suite"`
+	Workload    string `json:"workload"`
+	Fingerprint string `json:"fingerprint"`
+	Requests    int    `json:"requests"`
+}
+
+// ArmRecord is arm.json in an arm's folder.
+type ArmRecord struct {
+	Arm          Arm               `json:"arm"`
+	Loadgen      BuildInfo         `json:"loadgen"`
+	Fingerprints map[string]string `json:"fingerprints"`
+	Started      time.Time         `json:"started"`
+}
+
+// Run generates (or reuses) the workloads, runs every arm and writes
+// campaign.json, summary.md and the comparison plots.
+func (c *Campaign) Run(ctx context.Context) (*CampaignReport, error) {
+	if c.Repeats < 1 {
+		c.Repeats = 1
+	}
+	if err := os.MkdirAll(filepath.Join(c.Out, "workloads"), 0o750); err != nil {
+		return nil, err
+	}
+	rep := &CampaignReport{Format: CampaignFormatV1, Started: time.Now().UTC(), Loadgen: c.Build, Repeats: c.Repeats, Arms: c.Arms,
+		Results: map[string]map[string]Stats{}}
+	loads := map[string]*workload.Workload{}
+	for _, s := range c.Suites {
+		w, cs, err := c.workload(s)
+		if err != nil {
+			return nil, err
+		}
+		loads[s.Key] = w
+		rep.Suites = append(rep.Suites, cs)
+	}
+	if err := writeJSON(filepath.Join(c.Out, "campaign.json"), rep); err != nil {
+		return nil, err
+	}
+	for _, arm := range c.Arms {
+		res, err := c.runArm(ctx, arm, rep.Suites, loads)
+		rep.Results[arm.Name] = res
+		if err != nil {
+			_ = writeJSON(filepath.Join(c.Out, "campaign.json"), rep)
+			return rep, fmt.Errorf("arm %s: %w", arm.Name, err)
+		}
+	}
+	rep.Finished = time.Now().UTC()
+	if err := writeJSON(filepath.Join(c.Out, "campaign.json"), rep); err != nil {
+		return nil, err
+	}
+	return rep, RenderCampaign(c.Out, rep)
+}
+
+// workload generates the workload of s once per campaign; an existing
+// file (an earlier or resumed campaign) is reused so every arm gets the
+// same bytes.
+func (c *Campaign) workload(s SuiteSpec) (*workload.Workload, CampaignSuite, error) {
+	path := filepath.Join(c.Out, "workloads", s.Key+".jsonl")
+	if _, err := os.Stat(path); err != nil {
+		w, err := workload.Generate(s.Suite, s.Params)
+		if err != nil {
+			return nil, CampaignSuite{}, fmt.Errorf("suite %s: %w", s.Key, err)
+		}
+		if _, err := w.WriteFile(path); err != nil {
+			return nil, CampaignSuite{}, err
+		}
+	}
+	w, fp, err := workload.ReadFile(path)
+	if err != nil {
+		return nil, CampaignSuite{}, err
+	}
+	if w.Header.Suite != s.Suite {
+		return nil, CampaignSuite{}, fmt.Errorf("%s holds suite %q, want %q: remove it or use another --out", path, w.Header.Suite, s.Suite)
+	}
+	return w, CampaignSuite{Key: s.Key, Suite: s.Suite, Workload: path, Fingerprint: fp, Requests: len(w.Requests)}, nil
+}
+
+func runDir(armDir, key string, repeat int) string {
+	return filepath.Join(armDir, key, fmt.Sprintf("r%d", repeat))
+}
+
+func (c *Campaign) runArm(ctx context.Context, arm Arm, suites []CampaignSuite, loads map[string]*workload.Workload) (map[string]Stats, error) {
+	armDir := filepath.Join(c.Out, "arms", arm.Name)
+	results := map[string]Stats{}
+	pending := false
+	for _, s := range suites {
+		for r := 1; r <= c.Repeats; r++ {
+			if _, ok, _ := ReadRun(runDir(armDir, s.Key, r)); !ok || !c.Resume {
+				pending = true
+			}
+		}
+	}
+	if !pending {
+		fmt.Fprintf(c.Log, "loadgen campaign: arm %s complete, skipped (--resume)\n", arm.Name)
+		return collectArm(armDir, suites, c.Repeats)
+	}
+	if err := os.MkdirAll(armDir, 0o750); err != nil {
+		return results, err
+	}
+	lbCopy := ""
+	if arm.LBConfig != "" {
+		b, err := os.ReadFile(arm.LBConfig)
+		if err != nil {
+			return results, err
+		}
+		lbCopy = filepath.Join(armDir, "lb-config.json")
+		if err := writeFile(lbCopy, b); err != nil {
+			return results, err
+		}
+	}
+	ar := ArmRecord{Arm: arm, Loadgen: c.Build, Fingerprints: map[string]string{}, Started: time.Now().UTC()}
+	for _, s := range suites {
+		ar.Fingerprints[s.Key] = s.Fingerprint
+	}
+	if err := writeJSON(filepath.Join(armDir, "arm.json"), ar); err != nil {
+		return results, err
+	}
+	absArm, _ := filepath.Abs(armDir)
+	absOut, _ := filepath.Abs(c.Out)
+	env := []string{"ARM_NAME=" + arm.Name, "ARM_LB_CONFIG=" + arm.LBConfig, "RESULTS_DIR=" + absArm, "CAMPAIGN_DIR=" + absOut}
+	if err := c.hook(ctx, "--before-arm", c.BeforeArm, env); err != nil {
+		return results, err
+	}
+	var runErr error
+	for _, s := range suites {
+		for r := 1; r <= c.Repeats && runErr == nil; r++ {
+			dir := runDir(armDir, s.Key, r)
+			if _, ok, _ := ReadRun(dir); ok && c.Resume {
+				fmt.Fprintf(c.Log, "loadgen campaign: %s/%s r%d complete, skipped (--resume)\n", arm.Name, s.Key, r)
+				continue
+			}
+			spec := c.Template
+			spec.Workload, spec.Path, spec.Fingerprint, spec.Dir = loads[s.Key], s.Workload, s.Fingerprint, dir
+			spec.Meta.Arm, spec.Meta.Repeat = arm.Name, r
+			spec.Meta.Loadgen = c.Build
+			// The same salt for every arm keeps their bytes identical;
+			// a new one per repeat keeps repeats from hitting each
+			// other's caches.
+			spec.Config.Salt = fmt.Sprintf("r%d", r)
+			fmt.Fprintf(c.Log, "loadgen campaign: %s/%s r%d: %d requests\n", arm.Name, s.Key, r, len(spec.Workload.Requests))
+			rep, err := Execute(ctx, spec)
+			if err != nil {
+				runErr = fmt.Errorf("%s r%d: %w", s.Key, r, err)
+				break
+			}
+			fmt.Fprintf(c.Log, "loadgen campaign: %s/%s r%d: ok %d/%d, TTFT p50 %s ms, cache hit %s %%\n", arm.Name, s.Key, r,
+				rep.Stats.OK, rep.Stats.Requests, f1(rep.Stats.All.TTFT.P50), f1(rep.Stats.All.CacheHitPct))
+		}
+	}
+	if err := c.hook(ctx, "--after-arm", c.AfterArm, env); err != nil && runErr == nil {
+		runErr = err
+	}
+	if runErr != nil {
+		return results, runErr
+	}
+	return collectArm(armDir, suites, c.Repeats)
+}
+
+// ReadCampaign parses campaign.json.
+func ReadCampaign(b []byte) (*CampaignReport, error) {
+	var rep CampaignReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, err
+	}
+	if rep.Format != CampaignFormatV1 {
+		return nil, fmt.Errorf("format %q, want %q", rep.Format, CampaignFormatV1)
+	}
+	return &rep, nil
+}
+
+// Recollect re-aggregates every arm of a campaign folder from its run
+// folders (after Rerender), rewrites campaign.json and renders the
+// summary. Arms without complete results are left out of the tables.
+func Recollect(out string, rep *CampaignReport) error {
+	rep.Results = map[string]map[string]Stats{}
+	for _, a := range rep.Arms {
+		res, err := collectArm(filepath.Join(out, "arms", a.Name), rep.Suites, rep.Repeats)
+		if err != nil {
+			continue
+		}
+		rep.Results[a.Name] = res
+	}
+	if err := writeJSON(filepath.Join(out, "campaign.json"), rep); err != nil {
+		return err
+	}
+	return RenderCampaign(out, rep)
+}
+
+// collectArm aggregates the repeats of every suite of an arm and writes
+// the suite summaries.
+func collectArm(armDir string, suites []CampaignSuite, repeats int) (map[string]Stats, error) {
+	results := map[string]Stats{}
+	for _, s := range suites {
+		var runs []Stats
+		for r := 1; r <= repeats; r++ {
+			rep, ok, err := ReadRun(runDir(armDir, s.Key, r))
+			if err != nil || !ok {
+				return results, fmt.Errorf("%s r%d: no complete result: %w", s.Key, r, err)
+			}
+			runs = append(runs, rep.Stats)
+		}
+		agg := Aggregate(runs)
+		results[s.Key] = agg
+		if err := writeJSON(filepath.Join(armDir, s.Key, "summary.json"), agg); err != nil {
+			return results, err
+		}
+		var md strings.Builder
+		fmt.Fprintf(&md, "# %s / %s: %d runs\n\nWorkload fingerprint `%s`.\n\n", filepath.Base(armDir), s.Key, len(runs), s.Fingerprint)
+		writeStatsMarkdown(&md, &agg)
+		if err := writeFile(filepath.Join(armDir, s.Key, "summary.md"), []byte(md.String())); err != nil {
+			return results, err
+		}
+	}
+	return results, nil
+}
+
+// hook runs a --before-arm/--after-arm command through sh -c.
+func (c *Campaign) hook(ctx context.Context, flag, command string, env []string) error {
+	if command == "" {
+		return nil
+	}
+	fmt.Fprintf(c.Log, "loadgen campaign: %s: %s\n", flag, command)
+	cmd := exec.CommandContext(ctx, "sh", "-c", command) //nolint:gosec // G204: the operator's own hook command
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = c.Log, c.Log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s command failed: %w", flag, err)
+	}
+	return nil
+}
+
+// RenderCampaign writes summary.md and the comparison plots of a
+// campaign from its report, and every run's TTFTs for the CDFs.
+func RenderCampaign(out string, rep *CampaignReport) error {
+	var md strings.Builder
+	WriteCampaignMarkdown(&md, rep)
+	if err := writeFile(filepath.Join(out, "summary.md"), []byte(md.String())); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(rep.Suites))
+	for _, s := range rep.Suites {
+		keys = append(keys, s.Key)
+	}
+	names := make([]string, 0, len(rep.Arms))
+	for _, a := range rep.Arms {
+		names = append(names, a.Name)
+	}
+	hit := make([][]float64, len(names))
+	for i, a := range names {
+		for _, k := range keys {
+			hit[i] = append(hit[i], rep.Results[a][k].All.CacheHitPct)
+		}
+	}
+	if err := writeFile(filepath.Join(out, "cache-hit.svg"), []byte(BarChart("Cache-hit % per arm (median of runs)", "cache hit (%)", keys, names, hit, 100))); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		sets := map[string][]float64{}
+		for _, a := range names {
+			for r := 1; r <= rep.Repeats; r++ {
+				recs, err := ReadRecords(runDir(filepath.Join(out, "arms", a), k, r))
+				if err != nil {
+					continue
+				}
+				sets[a] = append(sets[a], okTTFTs(recs)...)
+			}
+		}
+		if err := writeFile(filepath.Join(out, "ttft-cdf-"+k+".svg"), []byte(TTFTCDF("TTFT CDF per arm: "+k, sets))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteCampaignMarkdown renders the side-by-side table of the arms: one
+// table per suite, one column per arm.
+func WriteCampaignMarkdown(w io.Writer, rep *CampaignReport) {
+	fmt.Fprintf(w, "# loadgen campaign\n\nStarted %s; %d repeat(s) per suite and arm. Counts are sums across repeats; rates, cache-hit %% and latency percentiles are medians of per-run values (nearest-rank percentiles).\n\n",
+		rep.Started.Format(time.RFC3339), rep.Repeats)
+	fmt.Fprintf(w, "| arm | lb config | description |\n|---|---|---|\n")
+	for _, a := range rep.Arms {
+		fmt.Fprintf(w, "| %s | %s | %s |\n", a.Name, a.LBConfig, a.Description)
+	}
+	for _, s := range rep.Suites {
+		fmt.Fprintf(w, "\n## %s\n\nWorkload `%s`, %d requests, fingerprint `%s`.\n\n", s.Key, filepath.Base(s.Workload), s.Requests, s.Fingerprint)
+		WriteSideBySide(w, rep, s.Key)
+	}
+	fmt.Fprintf(w, "\n![cache hit](cache-hit.svg)\n")
+	for _, s := range rep.Suites {
+		fmt.Fprintf(w, "![TTFT CDF %s](ttft-cdf-%s.svg)\n", s.Key, s.Key)
+	}
+}
+
+// WriteSideBySide writes one suite's metrics with one column per arm.
+func WriteSideBySide(w io.Writer, rep *CampaignReport, key string) {
+	fmt.Fprintf(w, "| metric |")
+	for _, a := range rep.Arms {
+		fmt.Fprintf(w, " %s |", a.Name)
+	}
+	fmt.Fprintf(w, "\n|---|")
+	for range rep.Arms {
+		fmt.Fprintf(w, "---|")
+	}
+	fmt.Fprintln(w)
+	rows := []struct {
+		name string
+		f    func(*Stats) string
+	}{
+		{"requests (ok / failed)", func(s *Stats) string { return fmt.Sprintf("%d (%d / %d)", s.Requests, s.OK, s.Failed) }},
+		{"achieved req/s", func(s *Stats) string { return f1(s.AchievedRate) }},
+		{"ok req/s", func(s *Stats) string { return f1(s.ThroughputRPS) }},
+		{"output tok/s", func(s *Stats) string { return f1(s.OutputTPS) }},
+		{"duration s", func(s *Stats) string { return f1(s.DurationS) }},
+		{"cache hit %", func(s *Stats) string { return f1(s.All.CacheHitPct) }},
+		{"requests with a hit %", func(s *Stats) string { return f1(s.All.HitSharePct) }},
+		{"returning cache hit %", func(s *Stats) string { return f1(s.Returning.CacheHitPct) }},
+		{"TTFT p50 ms", func(s *Stats) string { return f1(s.All.TTFT.P50) }},
+		{"TTFT p90 ms", func(s *Stats) string { return f1(s.All.TTFT.P90) }},
+		{"TTFT p99 ms", func(s *Stats) string { return f1(s.All.TTFT.P99) }},
+		{"latency p50 ms", func(s *Stats) string { return f1(s.All.Latency.P50) }},
+		{"latency p99 ms", func(s *Stats) string { return f1(s.All.Latency.P99) }},
+		{"sessions escaped / followed of eligible", func(s *Stats) string {
+			return fmt.Sprintf("%d / %d of %d", s.Escaped, s.Followed, s.FollowEligible)
+		}},
+	}
+	for _, row := range rows {
+		fmt.Fprintf(w, "| %s |", row.name)
+		for _, a := range rep.Arms {
+			st, ok := rep.Results[a.Name][key]
+			if !ok {
+				fmt.Fprintf(w, " - |")
+				continue
+			}
+			fmt.Fprintf(w, " %s |", row.f(&st))
+		}
+		fmt.Fprintln(w)
+	}
+}
