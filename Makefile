@@ -14,7 +14,7 @@ FUZZTIME      ?= 5s
 BENCHCOUNT    ?= 6
 
 # Binaries and the package each is built from.
-CMDS := ./pkg/cmd/mock-engine ./pkg/cmd/demo ./pkg/cmd/ssebench ./pkg/cmd/loadgen ./gateway/cmd/gateway ./hub/cmd/hub ./pylon/cmd/pylon
+CMDS := ./pkg/cmd/mock-engine ./pkg/cmd/demo ./pkg/cmd/ssebench ./pkg/cmd/loadgen ./gateway/cmd/gateway ./hub/cmd/hub ./pylon/cmd/pylon ./hub/cmd/routing-sim
 
 .PHONY: all build test unit fuzz-smoke lint fmt vet golangci tidy-check demo bench e2e clean tools
 
@@ -83,9 +83,11 @@ $(BIN)/benchstat:
 	@mkdir -p $(BIN)
 	GOBIN=$(BIN) $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
 
-## e2e: end-to-end checks on loopback with the built binaries
+## e2e: end-to-end checks on loopback with the built binaries: the demo in
+## --check mode and the last-cluster cache-thrash case through the gateway
 e2e: build
 	$(BIN)/demo --bin-dir $(BIN) --check
+	scripts/e2e-last-cluster.sh $(BIN)
 
 clean:
 	rm -rf $(BIN) bench-results

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stargate-router/stargate/hub/internal/sim"
+	"github.com/stargate-router/stargate/pkg/workload"
+)
+
+func writeWorkload(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	w := &workload.Workload{Header: workload.Header{Suite: "test", Seed: 3, Model: "m", Mode: workload.ModeClosed, Workers: 2}}
+	for s := range 4 {
+		for turn := 1; turn <= 3; turn++ {
+			w.Requests = append(w.Requests, workload.Request{Index: len(w.Requests), Worker: s % 2,
+				Session: "s" + string(rune('a'+s)), Turn: turn, Source: workload.SourceHeader, Endpoint: "chat",
+				NewInputTokens: 500, OutputTokens: 8})
+		}
+	}
+	path := filepath.Join(dir, "w.jsonl")
+	fp, err := w.WriteFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, fp
+}
+
+// A run prints the table with the workload fingerprint and seed, writes
+// the same JSON twice, and --json/--md match stdout.
+func TestRun(t *testing.T) {
+	dir := t.TempDir()
+	path, fp := writeWorkload(t, dir)
+	js1, js2, md := filepath.Join(dir, "1.json"), filepath.Join(dir, "2.json"), filepath.Join(dir, "t.md")
+	var out, errb bytes.Buffer
+	if code := run([]string{"--workload", path, "--seed", "9", "--json", js1, "--md", md}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{fp, "simulation seed: 9", "| metric | power-of-n | wait-and-widen | wait-and-widen+lca | pulsar-wait-and-widen+lca | oracle |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if b, _ := os.ReadFile(md); !bytes.Equal(b, out.Bytes()) {
+		t.Error("--md differs from stdout")
+	}
+	if code := run([]string{"--workload", path, "--seed", "9", "--json", js2, "--quiet", "--parallel", "1"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	a, _ := os.ReadFile(js1)
+	b, _ := os.ReadFile(js2)
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Fatal("two runs wrote different JSON")
+	}
+	var rep sim.Report
+	if err := json.Unmarshal(a, &rep); err != nil || len(rep.Arms) != 5 || rep.Workload.Fingerprint != fp || rep.Arms[0].Requests != 12 {
+		t.Fatalf("report %+v err %v", rep.Workload, err)
+	}
+}
+
+// --print-fleet writes a fleet --fleet accepts; --print-arm a config.
+func TestPrintFleetAndArm(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := run([]string{"--print-fleet"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	fleet := filepath.Join(dir, "fleet.json")
+	if err := os.WriteFile(fleet, out.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path, _ := writeWorkload(t, dir)
+	out.Reset()
+	if code := run([]string{"--workload", path, "--fleet", fleet, "--arms", "power-of-n,oracle", "--pylon-interval", "100ms", "--pylon-change-gap", "0"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "pylon reports every 100 ms\n") {
+		t.Errorf("pylon overrides not in the header:\n%s", out.String())
+	}
+	out.Reset()
+	if code := run([]string{"--print-arm", "pulsar-wait-and-widen+lca"}, &out, &errb); code != 0 || !strings.Contains(out.String(), `"last_cluster_affinity": true`) {
+		t.Errorf("exit %d: %s", code, out.String())
+	}
+}
+
+func TestErrors(t *testing.T) {
+	var out, errb bytes.Buffer
+	for _, args := range [][]string{{}, {"--workload", "/nonexistent"}, {"--print-arm", "oracle"}, {"--workload", "x", "--arms", "nope"}} {
+		if code := run(args, &out, &errb); code != 1 {
+			t.Errorf("%v: exit %d, want 1", args, code)
+		}
+	}
+	if code := run([]string{"--bogus"}, &out, &errb); code != 2 {
+		t.Errorf("unknown flag: exit %d, want 2", code)
+	}
+}

@@ -1,0 +1,41 @@
+// Package sim is the offline routing simulator behind bin/routing-sim: a
+// single-threaded discrete-event replay of a workload file (pkg/workload)
+// through the hub's real routing code on simulated clusters.
+//
+// What is real and what is modelled:
+//   - Routing is the hub's own: the arm's lb-config.json goes through
+//     lbconfig.Parse and lbconfig.NewResolver with lbfactory.New, and every
+//     decision is route.Picker.Pick on a routing.Snapshot published by the
+//     hub's own state store (hub/internal/state), which aggregates the
+//     pylons' reports (hub.md §6.2–6.3) and applies pending reservations
+//     (§6.5: made at dispatch on the chosen backend, dropped when that
+//     backend's next report is applied). The proxy's loop is mirrored: a
+//     Decision.Wait re-decides after min(wait, 25 ms) until the 60 s
+//     deadline, with the same routing.Request (so the set-once session
+//     classification survives waits); no choice and no wait is a 503.
+//   - Engines are the mock engine's models: the KV prefix cache is
+//     pkg/mockengine/kvcache itself (prompts rendered as the mock renders
+//     chat, "role:content\n", with workload.UserText messages and
+//     synthetic replies of OutputTokens·4 bytes, so prefixes chain exactly
+//     like the real mock's), prefill is processor sharing at the cold and
+//     cached rates (procShare, checked against
+//     pkg/mockengine/prefill.Scheduler to the nanosecond), then the TTFT
+//     base and one token per token delay, holding one of the engine's
+//     slots from admission to the last token behind an unbounded FIFO.
+//   - Each engine has its own pylon (one backend per engine) reporting the
+//     phase counts, a pinned input TPS, max_engine_concurrency and the KV
+//     counters every interval (and after a change, no sooner than the
+//     change gap); the hub applies a report half an RTT after it is sent.
+//   - The gateway sends the session's affinity key, and with
+//     last_cluster_affinity the last cluster that answered one of the
+//     session's requests with a 2xx (sessions named by prompt_cache_key,
+//     conversation or header only), learned when the response headers
+//     arrive.
+//   - The oracle arm replaces the hub: it sees every engine's exact cached
+//     tokens, slots, queue and prefill backlog and sends each request to
+//     the engine with the lowest predicted TTFT.
+//
+// A run reads no clock and draws randomness only from a stream seeded by
+// Options.Seed, so the same workload, fleet and seed give the same report
+// byte for byte.
+package sim
