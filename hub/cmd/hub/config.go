@@ -9,6 +9,7 @@ import (
 
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/obs"
 )
 
 // config is every hub setting; flag names follow hub.md where it has one.
@@ -31,6 +32,8 @@ type config struct {
 	HealthInterval          time.Duration
 	LBConfigPath            string
 	GatewayTokenFile        string
+	OTelEndpoint            string
+	OTelSampleRatio         float64
 	TLSCertPath             string
 	TLSKeyPath              string
 	Pprof                   bool
@@ -71,6 +74,8 @@ func (c *config) register(fs *cli.FlagSet) {
 	fs.String(&c.TLSKeyPath, "tls-key-path", "HUB_TLS_KEY_PATH", "", "private key (PEM) of --tls-cert-path")
 	fs.Bool(&c.Pprof, "pprof", "HUB_PPROF", false, "serve the Go profiler under /debug/pprof/ on --metrics-listen")
 	fs.String(&c.LBConfigPath, "lb-config-path", "HUB_LB_CONFIG_PATH", "", "lb-config.json: algorithms per model, read once at startup; unset allows every algorithm with default settings")
+	fs.String(&c.OTelEndpoint, "otel-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP/HTTP collector base URL for request traces (span proxy_openai_request); empty: no export, trace context still propagates")
+	fs.Float64(&c.OTelSampleRatio, "otel-sample-ratio", "HUB_OTEL_SAMPLE_RATIO", 1, "share of new traces sampled (a sampled caller's trace is always continued)")
 	fs.String(&c.GatewayTokenFile, "gateway-token-file", "HUB_GATEWAY_TOKEN_FILE", "", "file holding the token the gateway sends as Authorization: Bearer; when set, only requests bearing it may steer routing")
 }
 
@@ -104,6 +109,9 @@ func (c *config) validate() error {
 			errs = append(errs, fmt.Errorf("--gateway-token-file: %w", err))
 		}
 	}
+	if err := c.tracing("").Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if (c.TLSCertPath == "") != (c.TLSKeyPath == "") {
 		errs = append(errs, errors.New("--tls-cert-path and --tls-key-path: set both or neither"))
 	}
@@ -111,4 +119,9 @@ func (c *config) validate() error {
 		errs = append(errs, errors.New("--hub-id: must not be empty"))
 	}
 	return errors.Join(errs...)
+}
+
+// tracing is the trace export configuration of the flags.
+func (c *config) tracing(version string) obs.TracingConfig {
+	return obs.TracingConfig{Endpoint: c.OTelEndpoint, Service: "stargate", Version: version, SampleRatio: c.OTelSampleRatio}
 }

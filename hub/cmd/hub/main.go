@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/obs"
@@ -47,6 +48,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "hub: invalid configuration:", err)
 		return 2
 	}
+	shutdownTracing, err := obs.SetupTracing(ctx, cfg.tracing(version))
+	if err != nil {
+		fmt.Fprintln(stderr, "hub:", err)
+		return 2
+	}
+	defer func() {
+		// Spans of the last requests are flushed after the drain.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdownTracing(sctx); err != nil {
+			log.Warn("flushing traces", "err", err)
+		}
+	}()
 	a, err := newApp(cfg, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "hub:", err)

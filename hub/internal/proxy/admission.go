@@ -75,5 +75,5 @@ func (p *Proxy) rejectAdmission(w http.ResponseWriter, req *request, reason stri
 	w.Header().Set(headers.StargateErrorCode, reasonInputWorkLimit)
 	openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeServer,
 		Code: reasonInputWorkLimit, Message: "input work admission limit exceeded"})
-	p.cfg.Metrics.request(t, "", http.StatusServiceUnavailable)
+	p.done(req, "", http.StatusServiceUnavailable)
 }

@@ -17,6 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/stargate-router/stargate/hub/internal/lb"
@@ -100,6 +103,11 @@ type Config struct {
 	Clock   clock.Clock
 	Log     *slog.Logger
 	Metrics *Metrics
+	// TracerProvider and Propagator trace requests (hub.md §8.2); nil
+	// takes the otel globals at New (set them first, e.g. with
+	// obs.SetupTracing). Without an exporter spans do not record.
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 	// Seed seeds the per-request random sources; 0 picks one at random.
 	Seed uint64
 }
@@ -126,7 +134,10 @@ type Proxy struct {
 	tunnels  Tunnels
 	resolver Resolver
 	rngs     sync.Pool
-	seq      atomic.Uint64
+
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+	seq        atomic.Uint64
 }
 
 // New returns a proxy. A nil Clock is the wall clock and a nil Log
@@ -138,7 +149,14 @@ func New(cfg Config, store Store, tunnels Tunnels, resolver Resolver) *Proxy {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	p := &Proxy{cfg: cfg, store: store, tunnels: tunnels, resolver: resolver}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	if cfg.Propagator == nil {
+		cfg.Propagator = otel.GetTextMapPropagator()
+	}
+	p := &Proxy{cfg: cfg, store: store, tunnels: tunnels, resolver: resolver,
+		tracer: cfg.TracerProvider.Tracer(tracerName), propagator: cfg.Propagator}
 	seed := cfg.Seed
 	if seed == 0 {
 		seed = rand.Uint64() //nolint:gosec // G404: load balancing needs spread, not secrecy.
@@ -174,6 +192,7 @@ type request struct {
 	waitUntil   time.Time // end of timed waits the load balancer asks for
 	budgetUntil time.Time // zero: no budget header (retries limited by counts only)
 	noRetries   bool      // budget header 0
+	span        trace.Span
 }
 
 // parse reads the headers in hub.md §3.2's order; every failure is a 400
@@ -273,6 +292,9 @@ func (p *Proxy) parse(r *http.Request) (*request, *openai.Error) {
 }
 
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
+	ctx, span := p.startRequestSpan(r)
+	defer span.End()
+	r = r.WithContext(ctx)
 	if p.cfg.GatewayToken != "" {
 		if bearerMatches(r.Header.Get("Authorization"), p.cfg.GatewayToken) {
 			// The token authenticated the gateway to this hub; it is not
@@ -287,9 +309,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		if oerr.Code != "" && oerr.Param == headers.RoutingMethod {
 			w.Header().Set(headers.StargateErrorCode, oerr.Code)
 		}
+		traceRejected(span, oerr.Status, oerr.Code, oerr.Param)
 		openai.WriteError(w, oerr)
 		return
 	}
+	req.span = span
+	traceParsed(span, r, req, r.Header.Get(headers.RoutingMethod))
 	if r.ContentLength > p.cfg.MaxReplayBodyBytes {
 		openai.WriteError(w, openai.TooLarge(p.cfg.MaxReplayBodyBytes))
 		return
@@ -320,6 +345,7 @@ type loop struct {
 
 func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng *rand.Rand) {
 	st := &loop{failedBackends: map[string]bool{}}
+	defer traceCounters(req.span, st, len(req.body))
 	t := req.target
 	loopStart := p.cfg.Clock.Now() // the body is already read: routing time starts here
 	for {
@@ -367,7 +393,7 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng 
 					}
 					st.waits++
 					if !clock.Sleep(p.cfg.Clock, r.Context().Done(), wait) {
-						p.cfg.Metrics.request(t, "", statusClientClosed)
+						p.done(req, "", statusClientClosed)
 						return
 					}
 					continue
@@ -386,6 +412,7 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng 
 			selection = "fallback"
 		}
 		p.cfg.Metrics.selection(t, req.route.Algorithm, selection)
+		traceSelection(req.span, req, snap, &dec, st)
 		if dec.SelectedAfterKVFreeTokensSkip {
 			p.cfg.Metrics.kvFallback(t, req.route.Algorithm)
 		}
@@ -412,14 +439,14 @@ func (p *Proxy) noCandidate(w http.ResponseWriter, req *request, st *loop, candi
 		w.Header().Set(headers.StargateErrorCode, headers.ErrorCodeNoEligibleCandidates)
 		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeNotFound,
 			Code: headers.ErrorCodeNoEligibleCandidates, Message: "no eligible candidates"})
-		p.cfg.Metrics.request(t, "", http.StatusNotFound)
+		p.done(req, "", http.StatusNotFound)
 		return
 	}
 	if failed {
 		p.cfg.Metrics.exhausted(t, "no_eligible_backend")
 	}
 	openai.WriteError(w, openai.Unavailable(headers.ErrorCodeOverloaded, fmt.Sprintf("no cluster can serve model %s now", t.Model)))
-	p.cfg.Metrics.request(t, "", http.StatusServiceUnavailable)
+	p.done(req, "", http.StatusServiceUnavailable)
 }
 
 type next int
@@ -483,7 +510,7 @@ func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, req *request, st
 		}
 		out.Header = forwardHeaders(r.Header)
 		if qok {
-			out.Header.Set(headers.StargateExpectedQueueMs, strconv.FormatUint(qest, 10))
+			out.Header[canonExpectedQueueMs] = []string{strconv.FormatUint(qest, 10)}
 		}
 		out.ContentLength = int64(len(req.body))
 		var headArrived atomic.Bool
@@ -492,17 +519,31 @@ func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, req *request, st
 				cancel()
 			}
 		})
-		p.cfg.Log.Info("proxying request", "request_id", req.rreq.ID, "routing_key", t.RoutingKey, "model_id", t.Model,
-			"input_tokens", req.rreq.InputTokens, "routing_algorithm", req.route.Algorithm, "inference_server_id", b.ID,
-			"attempt", st.attempts, "connect_retries", st.connectRetries, "request_retries", st.requestRetries)
+		// Checked first: building the arguments allocates on every
+		// request, and production hubs log at warn.
+		if p.cfg.Log.Enabled(ctx, slog.LevelInfo) {
+			p.cfg.Log.Info("proxying request", "request_id", req.rreq.ID, "routing_key", t.RoutingKey, "model_id", t.Model,
+				"input_tokens", req.rreq.InputTokens, "routing_algorithm", req.route.Algorithm, "inference_server_id", b.ID,
+				"attempt", st.attempts, "connect_retries", st.connectRetries, "request_retries", st.requestRetries)
+		}
+		_, aspan := p.startAttemptSpan(ctx, out, req, st, clusterID, b, qok)
+		var sent time.Time
+		if aspan.IsRecording() {
+			sent = p.cfg.Clock.Now()
+		}
 		resp, err = rt.RoundTrip(out)
 		headArrived.Store(true)
 		timer.Stop()
+		var ttfb time.Duration
+		if !sent.IsZero() {
+			ttfb = p.cfg.Clock.Since(sent)
+		}
+		endAttemptSpan(aspan, resp, err, ttfb)
 	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			p.cfg.Metrics.attempt(t, b.ID, "proxy_"+strconv.Itoa(statusClientClosed))
-			p.cfg.Metrics.request(t, b.ID, statusClientClosed)
+			p.done(req, b.ID, statusClientClosed)
 			return attemptDone
 		}
 		p.cfg.Metrics.attempt(t, b.ID, "proxy_502")
@@ -519,14 +560,14 @@ func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, req *request, st
 		}
 		openai.WriteError(w, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: "upstream_unreachable",
 			Message: "the serving cluster could not be reached"})
-		p.cfg.Metrics.request(t, b.ID, http.StatusBadGateway)
+		p.done(req, b.ID, http.StatusBadGateway)
 		return attemptDone
 	}
 	p.cfg.Metrics.attempt(t, b.ID, "upstream_"+strconv.Itoa(resp.StatusCode))
 	p.cfg.Metrics.proxyDuration(t, b.ID, p.cfg.Clock.Since(req.start))
 
-	reason := strings.TrimSpace(resp.Header.Get(headers.StargateRetryReason))
-	if resp.StatusCode == http.StatusTooManyRequests && isTrue(resp.Header.Get(headers.StargateRetryable)) && reason == headers.ReasonQueueEstimateMismatch {
+	reason := strings.TrimSpace(firstValue(resp.Header, canonRetryReason))
+	if resp.StatusCode == http.StatusTooManyRequests && isTrue(firstValue(resp.Header, canonRetryable)) && reason == headers.ReasonQueueEstimateMismatch {
 		res.Release()
 	}
 	if p.retryable(resp) {
@@ -559,11 +600,11 @@ func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, req *request, st
 		p.cfg.Log.Error("backend identity is not a valid header value", "request_id", req.rreq.ID,
 			"inference_server_id", b.ID, "cluster_id", clusterID)
 		openai.WriteError(w, openai.Internal("the serving backend cannot be named in a response header"))
-		p.cfg.Metrics.request(t, b.ID, http.StatusInternalServerError)
+		p.done(req, b.ID, http.StatusInternalServerError)
 		return attemptDone
 	}
 	err = p.relay(w, resp, clusterID, b)
-	p.cfg.Metrics.request(t, b.ID, resp.StatusCode)
+	p.done(req, b.ID, resp.StatusCode)
 	if err != nil && r.Context().Err() == nil {
 		// The upstream stream broke after the head: abort the client's
 		// stream so that it reads as truncated, not complete (hub.md
@@ -581,7 +622,7 @@ func (p *Proxy) retryable(resp *http.Response) bool {
 	if !slices.Contains(p.cfg.RetryableStatusCodes, resp.StatusCode) {
 		return false
 	}
-	v := strings.TrimSpace(resp.Header.Get(headers.StargateRetryable))
+	v := strings.TrimSpace(firstValue(resp.Header, canonRetryable))
 	if v == "" {
 		return !p.cfg.RequirePylonRetrySignal
 	}
@@ -594,15 +635,76 @@ func isTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "tru
 // but hop-by-hop headers, Host, the routing method, the hint the hub
 // consumes, and the headers only the hub may set (hub.md §3.2 step 12).
 func forwardHeaders(in http.Header) http.Header {
-	out := in.Clone()
-	for _, k := range headers.HopByHop {
-		out.Del(k)
-	}
-	for _, k := range []string{"Host", headers.RoutingMethod, headers.StargateLastClusterID, headers.StargateRetryable,
-		headers.StargateRetryReason, headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode} {
-		out.Del(k)
-	}
+	out := make(http.Header, len(in))
+	copyHeaderExcept(out, in, notForwarded)
 	return out
+}
+
+// notForwarded is the set forwardHeaders leaves out.
+var notForwarded = canonicalSet(append([]string{"Host", headers.RoutingMethod, headers.StargateLastClusterID, headers.StargateRetryable,
+	headers.StargateRetryReason, headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode},
+	headers.HopByHop...))
+
+// notRelayed is the set of upstream response headers relay leaves out.
+var notRelayed = canonicalSet(append([]string{"Content-Length", headers.StargateRetryable, headers.StargateRetryReason,
+	headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode}, headers.HopByHop...))
+
+// The headers the hub sets or reads on every request and answer, in
+// canonical form: Header.Set and Get canonicalise their key, allocating a
+// new string for these lower-case names on every call.
+var (
+	canonExpectedQueueMs    = http.CanonicalHeaderKey(headers.StargateExpectedQueueMs)
+	canonInferenceServerID  = http.CanonicalHeaderKey(headers.InferenceServerID)
+	canonInferenceServerURL = http.CanonicalHeaderKey(headers.InferenceServerURL)
+	canonClusterID          = http.CanonicalHeaderKey(headers.StargateClusterID)
+	canonRetryReason        = http.CanonicalHeaderKey(headers.StargateRetryReason)
+	canonRetryable          = http.CanonicalHeaderKey(headers.StargateRetryable)
+)
+
+// firstValue is h.Get(key) for a canonical key, which Get would canonicalise
+// again (allocating for a lower-case name) on every call.
+func firstValue(h http.Header, key string) string {
+	if vs := h[key]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// canonicalSet returns names in canonical form as a set.
+func canonicalSet(names []string) map[string]struct{} {
+	set := make(map[string]struct{}, len(names))
+	for _, k := range names {
+		set[http.CanonicalHeaderKey(k)] = struct{}{}
+	}
+	return set
+}
+
+// copyHeaderExcept copies src into dst but for the keys in skip, which
+// must be canonical. It does what Header.Clone followed by one Header.Del
+// per skipped name did, in one pass: Del canonicalised its argument on
+// every call, and the Clone copied values only to drop them. Like Clone,
+// all values share one backing array, each capped so that an append to one
+// key cannot overwrite the next.
+func copyHeaderExcept(dst, src http.Header, skip map[string]struct{}) {
+	nv := 0
+	for k, vs := range src {
+		if _, ok := skip[k]; !ok {
+			nv += len(vs)
+		}
+	}
+	sv := make([]string, nv)
+	for k, vs := range src {
+		if _, ok := skip[k]; ok {
+			continue
+		}
+		if vs == nil {
+			dst[k] = nil
+			continue
+		}
+		n := copy(sv, vs)
+		dst[k] = sv[:n:n]
+		sv = sv[n:]
+	}
 }
 
 // relay writes the upstream answer: status and headers first, then the body
@@ -612,21 +714,12 @@ func forwardHeaders(in http.Header) http.Header {
 func (p *Proxy) relay(w http.ResponseWriter, resp *http.Response, clusterID string, b state.Backend) error {
 	defer func() { _ = resp.Body.Close() }()
 	h := w.Header()
-	for k, vs := range resp.Header {
-		h[k] = slices.Clone(vs)
-	}
-	for _, k := range headers.HopByHop {
-		h.Del(k)
-	}
-	for _, k := range []string{"Content-Length", headers.StargateRetryable, headers.StargateRetryReason, headers.StargateRetryAfterMs,
-		headers.StargateExpectedQueueMs, headers.StargateErrorCode} {
-		h.Del(k)
-	}
-	h.Set(headers.InferenceServerID, b.ID)
+	copyHeaderExcept(h, resp.Header, notRelayed)
+	h[canonInferenceServerID] = []string{b.ID}
 	if b.URL != "" {
-		h.Set(headers.InferenceServerURL, b.URL)
+		h[canonInferenceServerURL] = []string{b.URL}
 	}
-	h.Set(headers.StargateClusterID, clusterID)
+	h[canonClusterID] = []string{clusterID}
 	w.WriteHeader(resp.StatusCode)
 	// Every chunk is flushed as it arrives, since a body of any type may be
 	// a stream. The head goes out on its own only for declared streams (SSE,
@@ -639,13 +732,21 @@ func (p *Proxy) relay(w http.ResponseWriter, resp *http.Response, clusterID stri
 	bp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bp)
 	buf := *bp
+	remaining := resp.ContentLength // -1: unknown
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return nil
 			}
-			if rc.Flush() != nil {
+			// The chunk that completes the body is not flushed alone: it
+			// goes out with the end of the response when the handler
+			// returns, so a short answer costs one write to the client
+			// instead of two, and the client cannot complete it any
+			// earlier. The pylon sends Content-Length for the answers it
+			// relays whole, and the next Read only confirms the end.
+			remaining -= int64(n)
+			if !errors.Is(err, io.EOF) && remaining != 0 && rc.Flush() != nil {
 				return nil
 			}
 		}
