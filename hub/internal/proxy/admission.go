@@ -15,6 +15,9 @@ import (
 const (
 	reasonInputWorkLimit       = "input_work_limit_exceeded"
 	reasonInputWorkUnavailable = "input_work_capacity_unavailable"
+	// reasonRoutingCapacity: every candidate lacked capacity until the
+	// routing wait ran out (503 overloaded_error).
+	reasonRoutingCapacity = "routing_capacity_unavailable"
 )
 
 // admit applies max_input_work_seconds on one routing pass: the request's

@@ -444,7 +444,13 @@ func (p *Proxy) noCandidate(w http.ResponseWriter, req *request, st *loop, candi
 	}
 	if failed {
 		p.cfg.Metrics.exhausted(t, "no_eligible_backend")
+	} else if candidates > 0 {
+		// Clusters exist but the load balancer found none it could use
+		// (no capacity, locked buckets) before the wait ran out: the [L]
+		// admission reason routing_capacity_unavailable.
+		p.cfg.Metrics.admissionRejected(t, reasonRoutingCapacity)
 	}
+	w.Header().Set(headers.StargateErrorCode, headers.ErrorCodeOverloaded)
 	openai.WriteError(w, openai.Unavailable(headers.ErrorCodeOverloaded, fmt.Sprintf("no cluster can serve model %s now", t.Model)))
 	p.done(req, "", http.StatusServiceUnavailable)
 }

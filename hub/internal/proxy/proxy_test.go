@@ -52,8 +52,9 @@ func TestNoCandidates(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("registered but inactive: status %d, want 503", resp.StatusCode)
 	}
-	if resp.Header.Get(headers.StargateErrorCode) != "" {
-		t.Errorf("503 carries x-stargate-error-code %q", resp.Header.Get(headers.StargateErrorCode))
+	// [L]: every pre-upstream rejection names its class in the header.
+	if got := resp.Header.Get(headers.StargateErrorCode); got != headers.ErrorCodeOverloaded {
+		t.Errorf("503 x-stargate-error-code %q, want %s", got, headers.ErrorCodeOverloaded)
 	}
 	if e := openAIError(t, resp, body); e.Type != openai.TypeOverloaded {
 		t.Errorf("error %+v", e)
@@ -69,6 +70,8 @@ func TestNoCandidates(t *testing.T) {
 	})
 	wantSeries(t, "proxy_retry_exhausted_total", h.m.exhaustedTotal, series{})
 	wantSeries(t, "routing_selections_total", h.m.selections, series{})
+	// No active cluster is not a capacity rejection.
+	wantSeries(t, "admission_rejections_total", h.m.admissions, series{})
 	for m, want := range map[string]float64{model: 3, "solo": 1} {
 		if got := testutil.ToFloat64(h.m.activeInference.WithLabelValues(rk, m)); got != want {
 			t.Errorf("active_inference_servers{%s} = %v, want %v", m, got, want)

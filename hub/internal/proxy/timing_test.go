@@ -228,6 +228,8 @@ func TestRoutingWaitExpires(t *testing.T) {
 			h.inflight.Wait()
 			wantSeries(t, "requests_total", h.m.requests, series{"rk|m||503": 1})
 			wantSeries(t, "proxy_retry_exhausted_total", h.m.exhaustedTotal, series{})
+			// Clusters were there; the load balancer found none usable.
+			wantSeries(t, "admission_rejections_total", h.m.admissions, series{"rk|m|routing_capacity_unavailable": 1})
 		})
 	}
 }
