@@ -3,9 +3,10 @@
 // main parses and validates the configuration (flags with environment
 // variables; --help lists them), starts the embedded Olric node when
 // OLRIC_ENABLED=true, wires the stores, the rate limiter, the last-cluster
-// tracker and the hub client into the HTTP server, and drains on SIGTERM:
-// HTTP first, then in-flight last-cluster writes (bounded), then a graceful
-// Olric leave. /healthz answers from the start; /readyz only once the
+// tracker and the hub client into the HTTP server, exports spans over
+// OTLP/HTTP with --otel-endpoint, and drains on SIGTERM: HTTP first, then
+// in-flight last-cluster writes (bounded), then a graceful Olric leave, then
+// a flush of the remaining spans. /healthz answers from the start; /readyz only once the
 // Olric node has started and joined (or formed a cluster alone).
 package main
 
@@ -65,6 +66,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cfg.InsecureNoAuth && len(cfg.APIKeys) == 0 {
 		log.Warn("client authentication is DISABLED (--insecure-no-auth): anyone who reaches the listener can use the hub")
 	}
+	tcfg := cfg.Tracing
+	tcfg.Service, tcfg.Version = "llm-api-gateway", version
+	shutdownTracing, err := obs.SetupTracing(ctx, tcfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "gateway:", err)
+		return 2
+	}
+	// Spans of the last requests and last-cluster writes are flushed after
+	// the drain, the writes and the Olric leave (deferred, so every return
+	// below flushes).
+	defer func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		if err := shutdownTracing(sctx); err != nil {
+			log.Warn("flushing traces", "err", err)
+		}
+	}()
 	reg := obs.NewRegistry()
 	obs.BuildInfo(reg, "gateway", version)
 	m := metrics.New(reg)
@@ -183,8 +201,8 @@ func wire(ctx context.Context, cfg *config.Config, log *slog.Logger, reg prometh
 		counter = ratelimit.NewLocal(clk)
 	}
 	lc := cfg.LastCluster
-	// The global provider is a no-op until an exporter is installed
-	// (pkg/obs tracing); spans then appear without changes here.
+	// The global provider: the OTLP exporter SetupTracing installed with
+	// --otel-endpoint, otherwise a no-op.
 	tp := otel.GetTracerProvider()
 	tracker := lastcluster.New(lastcluster.Config{Enabled: lc.Enabled && store != nil, TTL: lc.TTL,
 		LookupTimeout: lc.LookupTimeout, WriteTimeout: lc.WriteTimeout}, store, m, tp, log, clk)
@@ -195,6 +213,7 @@ func wire(ctx context.Context, cfg *config.Config, log *slog.Logger, reg prometh
 	var h http.Handler = server.New(server.Deps{
 		Hub: hub, Tracker: tracker, Limiter: limiter, Metrics: m, Log: log, Clock: clk,
 		Keys: cfg.APIKeys, Models: cfg.Models, MaxBodyBytes: cfg.MaxBodyBytes, RoutingKeyPrefix: cfg.RoutingKeyPrefix,
+		ModelURIAllowlist: cfg.ModelURIAllowlist,
 		HubRequestTimeout: cfg.HubRequestTimeout, DefaultMaxOutputTokens: cfg.RateLimit.DefaultMaxOutputTokens,
 		TracerProvider: tp,
 	})

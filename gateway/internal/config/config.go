@@ -48,6 +48,10 @@ type Config struct {
 	// '/' into routing key and model (gateway.md §1.2). Off by default
 	// because common model ids (meta/llama-3) contain a '/'.
 	RoutingKeyPrefix bool
+	// ModelURIAllowlist enforces the models' uris on chat, completions and
+	// embeddings; without it a miss there is only counted and logged.
+	// Responses always enforce (gateway.md §1.2).
+	ModelURIAllowlist bool
 
 	// APIKeys are the accepted client keys; empty only with InsecureNoAuth.
 	APIKeys []APIKey
@@ -63,6 +67,9 @@ type Config struct {
 	Olric Olric
 	// RateLimit configures admission (gateway.md §4).
 	RateLimit RateLimit
+	// Tracing is the span export (--otel-endpoint, --otel-sample-ratio);
+	// main fills in the service name and version.
+	Tracing obs.TracingConfig
 }
 
 // LastCluster is gateway.md §7.2, with its environment variable names.
@@ -137,6 +144,30 @@ type ModelConfig struct {
 	RequestsPerMinute int64 `json:"requests_per_minute"`
 	// TokensPerMinute limits input+output tokens per API key and model.
 	TokensPerMinute int64 `json:"tokens_per_minute"`
+	// URIs, when set, are the API paths the model may be called on
+	// (gateway.md §1.2's model URI allowlist, e.g. "/v1/chat/completions").
+	URIs []string `json:"uris"`
+}
+
+// AllowsPath reports whether the model may be called on path: true when it
+// declares no URIs; otherwise one must match, ignoring case, surrounding
+// whitespace, a missing leading '/' and trailing '/' (gateway.md §1.2).
+func (c ModelConfig) AllowsPath(path string) bool {
+	if len(c.URIs) == 0 {
+		return true
+	}
+	want := normURI(path)
+	for _, u := range c.URIs {
+		if strings.EqualFold(normURI(u), want) {
+			return true
+		}
+	}
+	return false
+}
+
+func normURI(u string) string {
+	u = strings.Trim(strings.TrimSpace(u), "/")
+	return "/" + u
 }
 
 // For returns the settings of model, falling back to "*".
@@ -166,7 +197,8 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	fs.String(&apiKeysFile, "api-keys-file", "GATEWAY_API_KEYS_FILE", "", "file with one client API key per line, optionally followed by a name")
 	fs.String(&apiKeys, "api-keys", "GATEWAY_API_KEYS", "", "comma-separated client API keys, each optionally key:name (prefer --api-keys-file)")
 	fs.Bool(&c.InsecureNoAuth, "insecure-no-auth", "GATEWAY_INSECURE_NO_AUTH", false, "accept requests without an API key (development only)")
-	fs.String(&modelConfigFile, "model-config", "GATEWAY_MODEL_CONFIG", "", "JSON file: {\"<model>|*\": {request_slo_ms, max_wait_ms, routing_method, requests_per_minute, tokens_per_minute}}")
+	fs.String(&modelConfigFile, "model-config", "GATEWAY_MODEL_CONFIG", "", "JSON file: {\"<model>|*\": {request_slo_ms, max_wait_ms, routing_method, requests_per_minute, tokens_per_minute, uris}}")
+	fs.Bool(&c.ModelURIAllowlist, "model-uri-allowlist-enabled", "MODEL_URI_ALLOWLIST_ENABLED", false, "refuse (400) chat, completions and embeddings calls to a model whose uris do not list the path (Responses always refuse); off: count and log them")
 	fs.String(&modelConfig, "model-config-json", "GATEWAY_MODEL_CONFIG_JSON", "", "the --model-config document inline (for env-only deployments)")
 
 	fs.Bool(&c.LastCluster.Enabled, "last-cluster-enabled", "STARGATE_LAST_CLUSTER_ENABLED", false, "remember each eligible session's serving cluster and hint it to the hub")
@@ -201,6 +233,9 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	fs.Bool(&c.RateLimit.FailOpen, "rate-limit-fail-open", "RATE_LIMIT_FAIL_OPEN", true, "admit requests when the shared store fails (false: answer 503)")
 	fs.Duration(&c.RateLimit.StoreTimeout, "rate-limit-store-timeout", "RATE_LIMIT_STORE_TIMEOUT", 50*time.Millisecond, "bound on each rate-limit store call")
 	fs.Int64(&c.RateLimit.DefaultMaxOutputTokens, "rate-limit-default-max-output-tokens", "RATE_LIMIT_DEFAULT_MAX_OUTPUT_TOKENS", 1, "output tokens reserved when a request sets no maximum")
+
+	fs.String(&c.Tracing.Endpoint, "otel-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP/HTTP collector base URL for spans (POSTs to <url>/v1/traces); empty: no export, trace context still propagates to the hub")
+	fs.Float64(&c.Tracing.SampleRatio, "otel-sample-ratio", "GATEWAY_OTEL_SAMPLE_RATIO", 1, "share of new traces sampled, 0..1 (0 means 1; a sampled caller's trace is always continued)")
 
 	if err := fs.Parse(args, getenv); err != nil {
 		return nil, err
@@ -279,6 +314,14 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	}
 	if c.RateLimit.DefaultMaxOutputTokens < 0 {
 		errs = append(errs, errors.New("--rate-limit-default-max-output-tokens (RATE_LIMIT_DEFAULT_MAX_OUTPUT_TOKENS) must be >= 0"))
+	}
+	// Validated one field at a time so both errors are reported, each
+	// with its environment variable.
+	if err := (obs.TracingConfig{Endpoint: c.Tracing.Endpoint}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w (OTEL_EXPORTER_OTLP_ENDPOINT)", err))
+	}
+	if err := (obs.TracingConfig{SampleRatio: c.Tracing.SampleRatio}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w (GATEWAY_OTEL_SAMPLE_RATIO)", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -402,6 +445,11 @@ func ParseModels(b []byte) (Models, error) {
 		}
 		if strings.ContainsFunc(mc.RoutingMethod, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
 			return nil, fmt.Errorf("%s.routing_method must be visible ASCII", name)
+		}
+		for i, u := range mc.URIs {
+			if strings.TrimSpace(u) == "" {
+				return nil, fmt.Errorf("%s.uris[%d] must not be blank", name, i)
+			}
 		}
 	}
 	return m, nil

@@ -21,6 +21,9 @@ func TestDefaultsAndEnv(t *testing.T) {
 		c.LastCluster.LocalMaxEntries != 100000 || c.HubURL.String() != "http://127.0.0.1:8000" {
 		t.Fatalf("%+v", c.LastCluster)
 	}
+	if c.Tracing.Endpoint != "" || c.Tracing.SampleRatio != 1 {
+		t.Fatalf("tracing defaults %+v", c.Tracing)
+	}
 	if strings.Join(c.Olric.Peers, ",") != "a:1,b:2" || c.Models.For("m").RequestSLOMs != 100 || c.Models.For("x").TokensPerMinute != 0 {
 		t.Fatalf("peers %v models %v", c.Olric.Peers, c.Models)
 	}
@@ -48,11 +51,31 @@ func TestErrorsNameTheField(t *testing.T) {
 		{[]string{"--insecure-no-auth", "--model-config-json", `{"m":{"tokens_per_minute":-1}}`}, nil, "m.tokens_per_minute"},
 		{[]string{"--insecure-no-auth", "--hub-token-file", filepath.Join(dir, "missing")}, nil, "--hub-token-file"},
 		{[]string{"--api-keys-file", filepath.Join(dir, "nope")}, nil, "--api-keys-file"},
+		{[]string{"--insecure-no-auth"}, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"}, "--otel-endpoint \"collector:4318\""},
+		{[]string{"--insecure-no-auth", "--otel-endpoint", "ftp://c"}, nil, "(OTEL_EXPORTER_OTLP_ENDPOINT)"},
+		{[]string{"--insecure-no-auth"}, map[string]string{"GATEWAY_OTEL_SAMPLE_RATIO": "1.5"}, "--otel-sample-ratio 1.5: must be between 0 and 1 (GATEWAY_OTEL_SAMPLE_RATIO)"},
+		{[]string{"--insecure-no-auth", "--otel-sample-ratio", "-0.1"}, nil, "--otel-sample-ratio"},
+		{[]string{"--insecure-no-auth", "--otel-sample-ratio", "half"}, nil, "otel-sample-ratio"},
 	} {
 		_, err := Load(tc.args, env(tc.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v %v: err = %v, want it to name %s", tc.args, tc.env, err, tc.want)
 		}
+	}
+}
+
+// TestTracingFlags: the OTLP endpoint and ratio come from their flags or
+// environment variables.
+func TestTracingFlags(t *testing.T) {
+	c, err := Load([]string{"--insecure-no-auth"}, env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4318",
+		"GATEWAY_OTEL_SAMPLE_RATIO": "0.25"}), io.Discard)
+	if err != nil || c.Tracing.Endpoint != "http://otel:4318" || c.Tracing.SampleRatio != 0.25 {
+		t.Fatalf("%v %+v", err, c)
+	}
+	c, err = Load([]string{"--insecure-no-auth", "--otel-endpoint", "https://o:1", "--otel-sample-ratio", "0"},
+		env(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4318"}), io.Discard)
+	if err != nil || c.Tracing.Endpoint != "https://o:1" || c.Tracing.SampleRatio != 0 {
+		t.Fatalf("flags must win: %v %+v", err, c)
 	}
 }
 
@@ -62,5 +85,29 @@ func TestParseAPIKeys(t *testing.T) {
 	}
 	if _, err := ParseAPIKeys([]byte("a\na\n")); err == nil {
 		t.Fatal("duplicate accepted")
+	}
+}
+
+// TestModelURIs: uris match ignoring case, surrounding whitespace, a
+// missing leading '/' and trailing '/'; no uris allows every path.
+func TestModelURIs(t *testing.T) {
+	m, err := ParseModels([]byte(`{"m":{"uris":[" V1/Chat/Completions/ ","/v1/embeddings"]},"*":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]bool{"/v1/chat/completions": true, "/v1/embeddings": true, "/v1/responses": false, "/v1/completions": false} {
+		if got := m.For("m").AllowsPath(path); got != want {
+			t.Errorf("%s: %v, want %v", path, got, want)
+		}
+	}
+	if !m.For("other").AllowsPath("/v1/responses") {
+		t.Error("a model without uris must allow every path")
+	}
+	if _, err := ParseModels([]byte(`{"m":{"uris":[" "]}}`)); err == nil || !strings.Contains(err.Error(), "m.uris[0]") {
+		t.Errorf("blank uri: %v", err)
+	}
+	c, err := Load([]string{"--insecure-no-auth"}, env(map[string]string{"MODEL_URI_ALLOWLIST_ENABLED": "true"}), io.Discard)
+	if err != nil || !c.ModelURIAllowlist {
+		t.Fatalf("%v %+v", err, c)
 	}
 }

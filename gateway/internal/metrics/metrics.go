@@ -15,6 +15,10 @@ var LookupBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05
 var (
 	LookupResults = []string{"hit", "miss", "timeout", "error", "skipped"}
 	WriteResults  = []string{"success", "error", "timeout", "skipped"}
+	// Endpoints are the endpoint label values (request.Endpoint.String()).
+	Endpoints = []string{"chat_completions", "responses", "completions", "embeddings"}
+	// AuthResults are the client key check outcomes.
+	AuthResults = []string{"ok", "missing", "invalid"}
 )
 
 // Metrics holds the gateway's instruments.
@@ -29,6 +33,8 @@ type Metrics struct {
 	FirstToken        *prometheus.HistogramVec
 	StreamDuration    *prometheus.HistogramVec
 	AuthRequests      *prometheus.CounterVec
+	AuthDuration      *prometheus.HistogramVec
+	AllowlistMisses   *prometheus.CounterVec
 	LastClusterLookup *prometheus.CounterVec
 	LastClusterWrite  *prometheus.CounterVec
 	LookupDuration    prometheus.Histogram
@@ -60,7 +66,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Tokens reported in backend usage, by endpoint, token_type (prompt|completion|total|cached) and stream."},
 			[]string{"endpoint", "token_type", "stream", "function_id"}),
 		ProviderTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: n("provider_time_seconds"),
-			Help: "Wall time of the upstream exchange by phase (total only: our engines report no per-phase times).", Buckets: durationBuckets},
+			Help: "Provider time by phase: queue, prompt and completion from the usage's queue_time, prompt_time and completion_time when the backend reports them; total is the gateway's wall time of the upstream exchange.", Buckets: durationBuckets},
 			[]string{"endpoint", "phase", "stream", "function_id"}),
 		FirstToken: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: n("stream_first_token_seconds"),
 			Help: "Time from request start to the first streamed event carrying output.", Buckets: durationBuckets},
@@ -70,6 +76,11 @@ func New(reg prometheus.Registerer) *Metrics {
 			[]string{"endpoint", "status", "function_id"}),
 		AuthRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("auth_requests_total"),
 			Help: "Client API-key checks by result (ok|missing|invalid)."}, []string{"result"}),
+		AuthDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: n("auth_request_duration_seconds"),
+			Help: "Duration of client API-key checks by result (ok|missing|invalid).", Buckets: durationBuckets}, []string{"result"}),
+		AllowlistMisses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("model_uri_allowlist_rejections_total"),
+			Help: "Calls to a model on a path its uris do not list, by endpoint: refused with 400 (Responses, or with MODEL_URI_ALLOWLIST_ENABLED) or only logged."},
+			[]string{"endpoint"}),
 		LastClusterLookup: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("last_cluster_lookups_total"),
 			Help: "Last-cluster lookups by result (hit|miss|timeout|error|skipped)."}, []string{"result"}),
 		LastClusterWrite: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("last_cluster_writes_total"),
@@ -85,7 +96,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Members of the embedded Olric cluster this replica sees (0 when Olric is off)."}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.HTTPActive, m.UpstreamRequests, m.UpstreamDuration,
-		m.Tokens, m.ProviderTime, m.FirstToken, m.StreamDuration, m.AuthRequests,
+		m.Tokens, m.ProviderTime, m.FirstToken, m.StreamDuration, m.AuthRequests, m.AuthDuration, m.AllowlistMisses,
 		m.LastClusterLookup, m.LastClusterWrite, m.LookupDuration, m.RateLimitDecision, m.RateLimitErrors, m.OlricMembers)
 	for _, r := range LookupResults {
 		m.LastClusterLookup.WithLabelValues(r)
@@ -93,8 +104,12 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, r := range WriteResults {
 		m.LastClusterWrite.WithLabelValues(r)
 	}
-	for _, r := range []string{"ok", "missing", "invalid"} {
+	for _, e := range Endpoints {
+		m.AllowlistMisses.WithLabelValues(e)
+	}
+	for _, r := range AuthResults {
 		m.AuthRequests.WithLabelValues(r)
+		m.AuthDuration.WithLabelValues(r)
 	}
 	for _, op := range []string{"reserve", "settle"} {
 		for _, k := range []string{"error", "timeout"} {

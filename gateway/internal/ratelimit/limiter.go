@@ -136,6 +136,8 @@ func (l *Limiter) Reserve(ctx context.Context, principal, model string, lim Limi
 			_, _ = l.add(context.WithoutCancel(ctx), "reserve", tokKey, -tokens)
 			if reqKey != "" {
 				_, _ = l.add(context.WithoutCancel(ctx), "reserve", reqKey, -1)
+				// The refused request no longer counts.
+				d.Requests.Remaining = min(d.Requests.Remaining+1, lim.RequestsPerMinute)
 			}
 			d.Tokens.Remaining = max(lim.TokensPerMinute-(v-tokens), 0)
 			l.m.RateLimitDecision.WithLabelValues("limited", "tokens").Inc()

@@ -118,3 +118,16 @@ func FuzzAggregate(f *testing.F) {
 		}
 	})
 }
+
+// TestUsagePhases: the Groq-style provider times of a usage object become
+// phases in queue, prompt, completion order; absent or negative ones are
+// left out and do not affect the token counts.
+func TestUsagePhases(t *testing.T) {
+	u, ok := ParseUsage(json.RawMessage(`{"prompt_tokens":3,"completion_tokens":2,"completion_time":1.5,"queue_time":0.25,"prompt_time":-1,"total_time":9}`))
+	if !ok || u.Total != 5 || len(u.Phases) != 2 || u.Phases[0] != (PhaseTime{"queue", 0.25}) || u.Phases[1] != (PhaseTime{"completion", 1.5}) {
+		t.Fatalf("%+v %v", u, ok)
+	}
+	if u, ok := ParseUsage(json.RawMessage(`{"input_tokens":3,"output_tokens":1}`)); !ok || u.Phases != nil {
+		t.Fatalf("%+v", u)
+	}
+}

@@ -9,6 +9,17 @@ import (
 // Usage is token usage as the backend reported it.
 type Usage struct {
 	Prompt, Completion, Total, Cached int64
+	// Phases are the provider times the backend reported in the usage
+	// (the Groq-style queue_time, prompt_time and completion_time, in
+	// seconds), in that order, only those present and >= 0.
+	Phases []PhaseTime
+}
+
+// PhaseTime is one provider-time phase of a usage object.
+type PhaseTime struct {
+	// Phase is queue, prompt or completion.
+	Phase   string
+	Seconds float64
 }
 
 type wireUsage struct {
@@ -23,6 +34,9 @@ type wireUsage struct {
 	InputTokensDetails *struct {
 		CachedTokens int64 `json:"cached_tokens"`
 	} `json:"input_tokens_details"`
+	QueueTime      *float64 `json:"queue_time"`
+	PromptTime     *float64 `json:"prompt_time"`
+	CompletionTime *float64 `json:"completion_time"`
 }
 
 // ParseUsage reads a chat/completions/embeddings or Responses usage
@@ -57,6 +71,14 @@ func ParseUsage(raw json.RawMessage) (Usage, bool) {
 		u.Cached = w.PromptTokensDetails.CachedTokens
 	} else if w.InputTokensDetails != nil {
 		u.Cached = w.InputTokensDetails.CachedTokens
+	}
+	for _, p := range [...]struct {
+		name string
+		v    *float64
+	}{{"queue", w.QueueTime}, {"prompt", w.PromptTime}, {"completion", w.CompletionTime}} {
+		if p.v != nil && *p.v >= 0 {
+			u.Phases = append(u.Phases, PhaseTime{Phase: p.name, Seconds: *p.v})
+		}
 	}
 	return u, true
 }

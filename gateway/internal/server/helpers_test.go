@@ -38,6 +38,12 @@ type fakeHub struct {
 	srv      *httptest.Server
 	gate     chan struct{} // when set, the stream waits on it after the first event
 	firstOut chan struct{}
+	// usageExtra is spliced into the chat usage chunk's usage object
+	// (e.g. `,"queue_time":0.25`).
+	usageExtra string
+	// onServe, when set, runs first on every request (e.g. to advance the
+	// fake clock by the time the "upstream" takes).
+	onServe func()
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
@@ -65,9 +71,12 @@ func (h *fakeHub) count() int {
 func (h *fakeHub) serve(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	h.mu.Lock()
+	if h.onServe != nil {
+		h.onServe()
+	}
 	h.reqs = append(h.reqs, r.Clone(context.Background()))
 	h.bodies = append(h.bodies, b)
-	status, cluster, gate, firstOut := h.status, h.cluster, h.gate, h.firstOut
+	status, cluster, gate, firstOut, usageExtra := h.status, h.cluster, h.gate, h.firstOut, h.usageExtra
 	h.mu.Unlock()
 	w.Header().Set("X-Stargate-Cluster-Id", cluster)
 	w.Header().Set("X-Inference-Server-Id", "pylon-1")
@@ -129,7 +138,7 @@ func (h *fakeHub) serve(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "data: %s\n\n", `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}`)
 	so, _ := req["stream_options"].(map[string]any)
 	if so != nil && so["include_usage"] == true {
-		fmt.Fprintf(w, "data: %s\n\n", `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":8}}}`)
+		fmt.Fprintf(w, "data: %s\n\n", `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":8}`+usageExtra+`}}`)
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	fl.Flush()
@@ -215,4 +224,33 @@ func counter(c *prometheus.CounterVec, labels ...string) float64 {
 func sha(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// histogram returns the sample count and sum of the series of the
+// histogram name whose labels include want; ok is false when none matches.
+func histogram(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) (count uint64, sum float64, ok bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range want {
+				if got[k] != v {
+					continue series
+				}
+			}
+			return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum(), true
+		}
+	}
+	return 0, 0, false
 }

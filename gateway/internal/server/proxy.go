@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -157,8 +159,19 @@ func (s *Server) endpoint(e request.Endpoint) http.HandlerFunc {
 			openai.WriteError(w, oe)
 			return
 		}
-		st.routingKey = p.RoutingKey
+		s.setRoutingKey(st, p.RoutingKey)
 		mc := s.d.Models.For(p.Model)
+		// Model URI allowlist (gateway.md §1.2): always enforced on
+		// Responses, elsewhere only with --model-uri-allowlist-enabled;
+		// every miss is counted.
+		if !mc.AllowsPath(path) {
+			s.d.Metrics.AllowlistMisses.WithLabelValues(e.String()).Inc()
+			if e == request.Responses || s.d.ModelURIAllowlist {
+				openai.WriteError(w, openai.BadRequest("model", "model_not_supported", "model %q does not support %s", p.Model, path))
+				return
+			}
+			s.d.Log.Info("model called outside its uris", "request_id", st.requestID, "model", p.Model, "path", path, "mode", "log")
+		}
 
 		var res *ratelimit.Reservation
 		if s.d.Limiter != nil {
@@ -171,8 +184,7 @@ func (s *Server) endpoint(e request.Endpoint) http.HandlerFunc {
 				return
 			}
 			if !dec.Allowed {
-				secs := int((dec.RetryAfter + time.Second - 1) / time.Second)
-				openai.WriteError(w, openai.RateLimited("rate_limit_exceeded", "rate limit exceeded for this API key and model", max(secs, 1)))
+				openai.WriteError(w, openai.RateLimited("rate_limit_exceeded", "rate limit exceeded for this API key and model", retryAfterSeconds(dec.RetryAfter)))
 				return
 			}
 		}
@@ -186,6 +198,23 @@ func (s *Server) endpoint(e request.Endpoint) http.HandlerFunc {
 		ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		ctx, span := s.tracer.Start(ctx, r.Method+" "+path, trace.WithSpanKind(trace.SpanKindServer))
 		defer span.End()
+		if span.IsRecording() {
+			// gateway.md §6.2's server span attributes.
+			span.SetAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", path),
+				attribute.String("http.request_id", st.requestID), attribute.String("gateway.routing_key", p.RoutingKey))
+			if p.RoutingKey != "" {
+				span.SetAttributes(attribute.String("nvcf.function.id", p.RoutingKey))
+			}
+			if sw, ok := w.(*statusWriter); ok {
+				defer func() {
+					code := sw.code()
+					span.SetAttributes(attribute.Int("http.response.status_code", code))
+					if code >= 400 {
+						span.SetStatus(codes.Error, http.StatusText(code))
+					}
+				}()
+			}
+		}
 		target := lastcluster.Target{RoutingKey: p.RoutingKey, Model: p.Model, Session: p.Session, RequestID: st.requestID}
 		p.Out.LastCluster = s.d.Tracker.Lookup(ctx, target)
 
@@ -262,15 +291,20 @@ func (s *Server) endpoint(e request.Endpoint) http.HandlerFunc {
 		default:
 			u = s.copyBody(w, resp)
 		}
+		stream := strconv.FormatBool(p.Req.Stream)
 		if u != nil {
 			used = u.Total
-			stream := strconv.FormatBool(p.Req.Stream)
 			s.d.Metrics.Tokens.WithLabelValues(e.String(), "prompt", stream, fn).Add(float64(u.Prompt))
 			s.d.Metrics.Tokens.WithLabelValues(e.String(), "completion", stream, fn).Add(float64(u.Completion))
 			s.d.Metrics.Tokens.WithLabelValues(e.String(), "total", stream, fn).Add(float64(u.Total))
 			s.d.Metrics.Tokens.WithLabelValues(e.String(), "cached", stream, fn).Add(float64(u.Cached))
+			// Per-phase times exist only when the backend reports them in
+			// its usage (gateway.md §6.1); total is always our wall time.
+			for _, ph := range u.Phases {
+				s.d.Metrics.ProviderTime.WithLabelValues(e.String(), ph.Phase, stream, fn).Observe(ph.Seconds)
+			}
 		}
-		s.d.Metrics.ProviderTime.WithLabelValues(e.String(), "total", strconv.FormatBool(p.Req.Stream), fn).Observe(s.d.Clock.Since(start).Seconds())
+		s.d.Metrics.ProviderTime.WithLabelValues(e.String(), "total", stream, fn).Observe(s.d.Clock.Since(start).Seconds())
 	}
 }
 
@@ -486,7 +520,20 @@ func writeJSON(w http.ResponseWriter, b []byte) {
 	_, _ = w.Write([]byte("\n"))
 }
 
-// setRateLimitHeaders writes gateway.md §4.5's headers.
+// retryAfterSeconds is gateway.md §4.5's Retry-After: the wait rounded up
+// to whole seconds, at least 1 (Retry-After: 0 invites an immediate retry
+// into the same refusal).
+func retryAfterSeconds(d time.Duration) int {
+	return max(int((d+time.Second-1)/time.Second), 1)
+}
+
+// setRateLimitHeaders writes gateway.md §4.5's headers: for each limited
+// dimension (tokens, and requests only when a request limit applies) the
+// limit, what is left after this request and the time until the window
+// resets as a Go duration truncated to milliseconds (at least 1ms); on a
+// refusal whose Retry-After is over 60 seconds, X-Should-Retry: false. A
+// fail-open admission (store down) reports nothing: the gateway does not
+// know the counters then.
 func setRateLimitHeaders(h http.Header, d ratelimit.Decision) {
 	put := func(limit, remaining, reset string, dim *ratelimit.Dim) {
 		if dim == nil {
@@ -498,7 +545,7 @@ func setRateLimitHeaders(h http.Header, d ratelimit.Decision) {
 	}
 	put(headers.RateLimitLimitTokens, headers.RateLimitRemainingTokens, headers.RateLimitResetTokens, d.Tokens)
 	put(headers.RateLimitLimitRequests, headers.RateLimitRemainingRequests, headers.RateLimitResetRequests, d.Requests)
-	if !d.Allowed && d.Err == nil && d.RetryAfter > 60*time.Second {
+	if !d.Allowed && d.Err == nil && retryAfterSeconds(d.RetryAfter) > 60 {
 		h.Set(headers.ShouldRetry, "false")
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -44,6 +45,9 @@ type Deps struct {
 	MaxBodyBytes int64
 	// RoutingKeyPrefix splits the model on its first '/'.
 	RoutingKeyPrefix bool
+	// ModelURIAllowlist refuses chat, completions and embeddings calls
+	// outside a model's uris (Responses always refuse).
+	ModelURIAllowlist bool
 	// HubRequestTimeout bounds non-streaming exchanges; 0 = none.
 	HubRequestTimeout time.Duration
 	// DefaultMaxOutputTokens is reserved when a request sets no maximum.
@@ -78,7 +82,7 @@ func New(d Deps) *Server {
 	r := chi.NewRouter()
 	r.Use(s.recoverer, s.observe)
 	r.Group(func(r chi.Router) {
-		r.Use(s.auth)
+		r.Use(s.auth, rejectClientPriority)
 		r.Post("/v1/chat/completions", s.endpoint(request.Chat))
 		r.Post("/v1/responses", s.endpoint(request.Responses))
 		r.Post("/v1/completions", s.endpoint(request.Completions))
@@ -108,6 +112,10 @@ type reqState struct {
 	requestID  string
 	principal  string
 	routingKey string
+	// method, route and active are the in-flight gauge's labels and
+	// series, moved to the routing key's series once it is known.
+	method, route string
+	active        prometheus.Gauge
 }
 
 func state(ctx context.Context) *reqState {
@@ -136,7 +144,8 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := s.d.Clock.Now()
-		st := &reqState{}
+		route := routeOf(r.URL.Path)
+		st := &reqState{method: r.Method, route: route}
 		if id, err := headers.ParseRequestID(r.Header.Get(headers.RequestID)); err == nil {
 			st.requestID = id
 		} else {
@@ -145,11 +154,10 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		w.Header().Set(headers.RequestID, st.requestID)
 		ww := &statusWriter{ResponseWriter: w}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, st))
-		route := routeOf(r.URL.Path)
-		active := s.d.Metrics.HTTPActive.WithLabelValues(r.Method, route, "none")
-		active.Inc()
+		st.active = s.d.Metrics.HTTPActive.WithLabelValues(r.Method, route, "none")
+		st.active.Inc()
 		defer func() {
-			active.Dec()
+			st.active.Dec()
 			fn := st.routingKey
 			if fn == "" {
 				fn = "none"
@@ -159,6 +167,36 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			s.d.Metrics.HTTPDuration.WithLabelValues(r.Method, route, code, fn).Observe(s.d.Clock.Since(start).Seconds())
 		}()
 		next.ServeHTTP(ww, r)
+	})
+}
+
+// setRoutingKey records the request's routing key (function_id) and moves
+// its in-flight gauge from function_id="none" to it: the key is only known
+// once the body is parsed, after observe counted the request.
+func (s *Server) setRoutingKey(st *reqState, rk string) {
+	st.routingKey = rk
+	if rk == "" || st.active == nil {
+		return
+	}
+	st.active.Dec()
+	st.active = s.d.Metrics.HTTPActive.WithLabelValues(st.method, st.route, rk)
+	st.active.Inc()
+}
+
+// rejectClientPriority answers 400 to a request carrying x-priority, in any
+// letter case and even when empty (gateway.md §0.1, §8): the header is the
+// hub's trusted priority, which only the gateway may set. It runs after auth,
+// as in the reference, and before anything reads the body.
+func rejectClientPriority(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for k := range r.Header {
+			if len(k) == len(headers.Priority) && strings.EqualFold(k, headers.Priority) {
+				openai.WriteError(w, openai.BadRequest("", "reserved_header",
+					"X-Priority is a reserved header and cannot be set by the client"))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -210,9 +248,14 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		start := s.d.Clock.Now()
+		done := func(result string) {
+			s.d.Metrics.AuthRequests.WithLabelValues(result).Inc()
+			s.d.Metrics.AuthDuration.WithLabelValues(result).Observe(s.d.Clock.Since(start).Seconds())
+		}
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || tok == "" {
-			s.d.Metrics.AuthRequests.WithLabelValues("missing").Inc()
+			done("missing")
 			openai.WriteError(w, &openai.Error{Status: http.StatusUnauthorized, Type: openai.TypeAuthentication,
 				Code: "missing_api_key", Message: "missing API key: send Authorization: Bearer <key>"})
 			return
@@ -225,12 +268,12 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			}
 		}
 		if principal == "" {
-			s.d.Metrics.AuthRequests.WithLabelValues("invalid").Inc()
+			done("invalid")
 			openai.WriteError(w, &openai.Error{Status: http.StatusUnauthorized, Type: openai.TypeAuthentication,
 				Code: "invalid_api_key", Message: "invalid API key"})
 			return
 		}
-		s.d.Metrics.AuthRequests.WithLabelValues("ok").Inc()
+		done("ok")
 		state(r.Context()).principal = principal
 		next.ServeHTTP(w, r)
 	})

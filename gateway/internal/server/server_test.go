@@ -135,13 +135,14 @@ func TestStreamFlushesPerEvent(t *testing.T) {
 
 // TestSpoofedHeadersNeverReachHub: whatever hub-facing header a client
 // sends, on every endpoint and with the feature on or off, the hub sees
-// only the gateway's own values.
+// only the gateway's own values. (x-priority is refused with 400 instead:
+// TestClientPriorityRejected.)
 func TestSpoofedHeadersNeverReachHub(t *testing.T) {
 	spoof := map[string]string{
 		"X-Stargate-Last-Cluster-Id": "evil", "X-Cache-Affinity-Key": "mt:v1:session:evil",
 		"X-Stargate-Max-Wait-Ms": "1", "X-Stargate-Anything": "1", "X-Input-Tokens": "999999",
 		"X-Token-Estimate": "1", "X-Model": "other", "X-Routing-Key": "rk", "X-Routing-Method": "random",
-		"X-Request-Slo-Ms": "1", "X-Max-Wait-Ms": "1", "X-Priority": "0", "X-Inference-Server-Id": "x",
+		"X-Request-Slo-Ms": "1", "X-Max-Wait-Ms": "1", "X-Inference-Server-Id": "x",
 		"Authorization": "Bearer k1",
 	}
 	bodies := map[string]string{
