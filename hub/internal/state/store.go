@@ -459,20 +459,41 @@ func (s *Store) publish(t *target) {
 		return
 	}
 	n := len(t.clusters)
-	p := &published{
-		members: make([][]Backend, n),
-		rr:      make([]*atomic.Uint64, n),
-	}
 	views := make([]routing.ClusterView, n)
+	// Most publications (every reservation) leave the clusters and their
+	// members as they were: the previous snapshot's member lists and
+	// counters, never written after publication, are shared then instead
+	// of copied.
+	prev := t.slot.pub.Load()
+	reuse := prev != nil && len(prev.members) == n
 	for i, cl := range t.clusters {
 		cl.refresh()
 		views[i] = cl.view
-		p.members[i] = cl.members
-		p.rr[i] = &cl.rr
+		if reuse && (prev.rr[i] != &cl.rr || !sameMembers(prev.members[i], cl.members)) {
+			reuse = false
+		}
+	}
+	p := &published{}
+	if reuse {
+		p.members, p.rr = prev.members, prev.rr
+	} else {
+		p.members = make([][]Backend, n)
+		p.rr = make([]*atomic.Uint64, n)
+		for i, cl := range t.clusters {
+			p.members[i] = cl.members
+			p.rr[i] = &cl.rr
+		}
 	}
 	s.version++
 	p.snap = &routing.Snapshot{Target: t.key, Clusters: views, Version: s.version, Generation: t.gen}
 	t.slot.pub.Store(p)
+}
+
+// sameMembers reports whether a and b are the same member list: refresh
+// replaces a cluster's list when its membership changes and never writes
+// to a published one.
+func sameMembers(a, b []Backend) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // refresh recomputes what changed in cl since its last publication.

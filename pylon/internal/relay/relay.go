@@ -83,12 +83,79 @@ type Relay struct {
 
 	healthMu   sync.Mutex
 	healthPath string // the first health path that answered, cached
+
+	// notForwarded and notRelayed are the request and response headers
+	// the relay drops, canonical, built once (they include the configured
+	// upstream retry header).
+	notForwarded, notRelayed map[string]struct{}
 }
 
 // New returns a relay; cfg must be valid.
 func New(cfg Config, tracker Tracker, m *Metrics) *Relay {
 	cfg.UpstreamBaseURL = strings.TrimRight(cfg.UpstreamBaseURL, "/")
-	return &Relay{cfg: cfg, tracker: tracker, metrics: m, pool: newPool(cfg.engineURLs(), cfg.Clock, m)}
+	return &Relay{cfg: cfg, tracker: tracker, metrics: m, pool: newPool(cfg.engineURLs(), cfg.Clock, m),
+		notForwarded: canonicalSet(append([]string{"Host", headers.TunnelMethod, headers.TunnelPath, headers.StargateExpectedQueueMs,
+			headers.StargateUpstreamRetryable, headers.StargateRetryable, headers.StargateRetryReason, headers.StargateRetryAfterMs,
+			cfg.UpstreamRetryHeader, headers.DynamoRequestPriority, headers.DynamoRequestStrictPriority}, headers.HopByHop...)),
+		notRelayed: canonicalSet(append([]string{"Content-Length", headers.StargateUpstreamRetryable, headers.StargateRetryable,
+			headers.StargateRetryReason, headers.StargateRetryAfterMs, cfg.UpstreamRetryHeader}, headers.HopByHop...)),
+	}
+}
+
+// Headers the relay reads or sets on every request, in canonical form:
+// Header.Get and Set canonicalise their key, allocating a new string for
+// these lower-case names on every call.
+var (
+	canonRequestID            = http.CanonicalHeaderKey(headers.RequestID)
+	canonModel                = http.CanonicalHeaderKey(headers.Model)
+	canonRoutingKey           = http.CanonicalHeaderKey(headers.RoutingKey)
+	canonDynamoPriority       = http.CanonicalHeaderKey(headers.DynamoRequestPriority)
+	canonDynamoStrictPriority = http.CanonicalHeaderKey(headers.DynamoRequestStrictPriority)
+)
+
+// firstValue is h.Get(key) for a canonical key.
+func firstValue(h http.Header, key string) string {
+	if vs := h[key]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// canonicalSet returns names in canonical form as a set.
+func canonicalSet(names []string) map[string]struct{} {
+	set := make(map[string]struct{}, len(names))
+	for _, k := range names {
+		set[http.CanonicalHeaderKey(k)] = struct{}{}
+	}
+	return set
+}
+
+// copyHeaderExcept copies src into dst but for the keys in skip, which
+// must be canonical. It does what Header.Clone followed by one Header.Del
+// per skipped name did, in one pass: Del canonicalised its argument on
+// every call, and the Clone copied values only to drop them. Like Clone,
+// all values share one backing array, each capped so that an append to one
+// key cannot overwrite the next.
+func copyHeaderExcept(dst, src http.Header, skip map[string]struct{}) {
+	nv := 0
+	for k, vs := range src {
+		if _, ok := skip[k]; !ok {
+			nv += len(vs)
+		}
+	}
+	sv := make([]string, nv)
+	for k, vs := range src {
+		if _, ok := skip[k]; ok {
+			continue
+		}
+		if vs == nil {
+			dst[k] = nil
+			continue
+		}
+		n := copy(sv, vs)
+		dst[k] = sv[:n:n]
+		sv = sv[n:]
+	}
 }
 
 var _ http.Handler = (*Relay)(nil)
@@ -132,11 +199,11 @@ func endpointOf(path string) string {
 // (pylon.md §5.1 step 2).
 func requestHeaders(h http.Header) (RequestInfo, string) {
 	var info RequestInfo
-	info.ID = strings.TrimSpace(h.Get(headers.RequestID))
+	info.ID = strings.TrimSpace(firstValue(h, canonRequestID))
 	if info.ID == "" {
 		return info, "missing required " + headers.RequestID + " header"
 	}
-	info.Model = strings.TrimSpace(h.Get(headers.Model))
+	info.Model = strings.TrimSpace(firstValue(h, canonModel))
 	if info.Model == "" {
 		return info, "missing required " + headers.Model + " header"
 	}
@@ -155,7 +222,7 @@ func requestHeaders(h http.Header) (RequestInfo, string) {
 	if present {
 		info.Priority = p
 	}
-	info.RoutingKey = strings.TrimSpace(h.Get(headers.RoutingKey))
+	info.RoutingKey = strings.TrimSpace(firstValue(h, canonRoutingKey))
 	return info, ""
 }
 
@@ -193,7 +260,7 @@ func (rl *Relay) serveInference(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, rl.cfg.MaxBodyBytes))
+	body, err := readAll(http.MaxBytesReader(w, r.Body, rl.cfg.MaxBodyBytes), r.ContentLength, rl.cfg.MaxBodyBytes)
 	if err != nil {
 		outcome = "failed"
 		var mbe *http.MaxBytesError
@@ -214,6 +281,30 @@ func (rl *Relay) serveInference(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	outcome, abort = rl.forward(w, r, info, body, obs, start)
+}
+
+// readAll is io.ReadAll with a first buffer sized for a declared length
+// (bounded by limit), so a body is read without growing the buffer two or
+// three times; the extra byte lets the read that sees EOF find room.
+func readAll(r io.Reader, declared, limit int64) ([]byte, error) {
+	size := int64(512) // io.ReadAll's first buffer
+	if declared > 0 && declared < limit {
+		size = declared + 1
+	}
+	b := make([]byte, 0, size)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // let append pick the growth
+		}
+	}
 }
 
 // checkBody enforces a JSON body, and stream:true where the reference needs
@@ -309,22 +400,15 @@ func (rl *Relay) retryable(w http.ResponseWriter, status int, reason string, ret
 // upstreamRequestHeaders is the header set sent to the engine (pylon.md
 // §5.1 step 7).
 func (rl *Relay) upstreamRequestHeaders(in http.Header, prio uint32) http.Header {
-	out := in.Clone()
-	for _, k := range headers.HopByHop {
-		out.Del(k)
-	}
-	for _, k := range []string{"Host", headers.TunnelMethod, headers.TunnelPath, headers.StargateExpectedQueueMs,
-		headers.StargateUpstreamRetryable, headers.StargateRetryable, headers.StargateRetryReason, headers.StargateRetryAfterMs,
-		rl.cfg.UpstreamRetryHeader, headers.DynamoRequestPriority, headers.DynamoRequestStrictPriority} {
-		out.Del(k)
-	}
+	out := make(http.Header, len(in)+2) // +2: the dynamo priority headers
+	copyHeaderExcept(out, in, rl.notForwarded)
 	if strings.EqualFold(rl.cfg.UpstreamBackend, "dynamo") {
 		rank := uint32(0)
 		if rl.cfg.PriorityCeiling > prio {
 			rank = rl.cfg.PriorityCeiling - prio
 		}
-		out.Set(headers.DynamoRequestPriority, strconv.FormatUint(uint64(rank), 10))
-		out.Set(headers.DynamoRequestStrictPriority, "0")
+		out[canonDynamoPriority] = []string{strconv.FormatUint(uint64(rank), 10)}
+		out[canonDynamoStrictPriority] = []string{"0"}
 	}
 	return out
 }
@@ -404,6 +488,9 @@ func (rl *Relay) forward(w http.ResponseWriter, r *http.Request, info RequestInf
 	// Copy the body through as it arrives (an SSE answer on another path
 	// must still stream), keeping it for the observation.
 	var kept []byte
+	if resp.ContentLength > 0 && resp.ContentLength <= 32<<10 {
+		kept = make([]byte, 0, resp.ContentLength) // one allocation for the usual short answer
+	}
 	bp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bp)
 	buf := *bp
@@ -414,7 +501,15 @@ func (rl *Relay) forward(w http.ResponseWriter, r *http.Request, info RequestInf
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return "cancelled", false
 			}
-			_ = rc.Flush()
+			// The chunk that ends the body (net/http returns io.EOF with
+			// the last bytes of a Content-Length body) is not flushed
+			// alone: when the handler returns, the head and this chunk
+			// leave as HEADERS (with content-length) and one DATA frame
+			// carrying END_STREAM, instead of a third, empty frame and
+			// write for the end of the stream.
+			if err != io.EOF {
+				_ = rc.Flush()
+			}
 		}
 		if err == io.EOF {
 			break
@@ -470,16 +565,7 @@ func isConnectFailure(err error, gotConn bool) bool {
 // content-length and the retry-control headers, then maps a retryable
 // engine answer to the hub's retry signal (pylon.md §5.1 step 9).
 func (rl *Relay) copyResponseHeaders(dst http.Header, resp *http.Response) {
-	for k, vs := range resp.Header {
-		dst[k] = slices.Clone(vs)
-	}
-	for _, k := range headers.HopByHop {
-		dst.Del(k)
-	}
-	for _, k := range []string{"Content-Length", headers.StargateUpstreamRetryable, headers.StargateRetryable,
-		headers.StargateRetryReason, headers.StargateRetryAfterMs, rl.cfg.UpstreamRetryHeader} {
-		dst.Del(k)
-	}
+	copyHeaderExcept(dst, resp.Header, rl.notRelayed)
 	if !slices.Contains(rl.cfg.RetryableStatusCodes, resp.StatusCode) {
 		if resp.StatusCode >= 400 {
 			rl.metrics.nonretryable(rl.cfg.InferenceServerID, "upstream_nonretryable_status")

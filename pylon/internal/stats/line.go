@@ -76,8 +76,8 @@ func parseLine(line []byte) (lineKind, engineEvent, string) {
 		}
 		return lineInvalid, engineEvent{}, ReasonJSON
 	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(trimmed, &obj) != nil || obj == nil {
+	obj, ok := lineObject(trimmed)
+	if !ok {
 		return lineInvalid, engineEvent{}, ReasonJSON
 	}
 	v, ok := obj["v"]
@@ -129,6 +129,34 @@ func parseLine(line []byte) (lineKind, engineEvent, string) {
 		return lineInvalid, engineEvent{}, ReasonEmptyStats
 	}
 	return lineStats, ev, ""
+}
+
+// lineKeys are the members parseLine reads; lineObject keeps only these.
+var lineKeys = []string{"v", "type", "request_id", "model", "tokens_processed", "tokens_generated", "finished"}
+
+// lineObject decodes a line that starts with '{' into its members, as
+// json.Unmarshal into a map would for the keys parseLine reads: ok is
+// false for invalid JSON, and the last of duplicate keys wins. The engine
+// sends lines for every request, so the members are read in place rather
+// than decoded (a map entry and a value copy for every key); a key with
+// escapes, whose decoded name only encoding/json knows, falls back to it.
+func lineObject(line []byte) (map[string]json.RawMessage, bool) {
+	if !json.Valid(line) {
+		return nil, false
+	}
+	obj := make(map[string]json.RawMessage, len(lineKeys))
+	if eachMember(line, func(k, v []byte) {
+		for _, name := range lineKeys {
+			if string(k) == name {
+				obj[name] = v
+				return
+			}
+		}
+	}) {
+		return obj, true
+	}
+	clear(obj)
+	return obj, json.Unmarshal(line, &obj) == nil
 }
 
 // requiredID reads a required string that must be non-empty after

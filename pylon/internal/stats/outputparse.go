@@ -61,10 +61,12 @@ type chunkShape struct {
 // cannot read contributes nothing; it never fails. A field of an unexpected
 // kind is skipped and the rest of the chunk still counts.
 func parseChunk(p []byte) chunkTokens {
-	var c chunkShape
-	if err := json.Unmarshal(p, &c); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if !errors.As(err, &typeErr) {
+	// It runs for every SSE event and every non-SSE answer, so the chunk
+	// is read in place; decodeChunk, which decoding with encoding/json
+	// into chunkShape defines, handles what scanChunk leaves to it.
+	c, words, ok := scanChunk(p)
+	if !ok {
+		if c, words, ok = decodeChunk(p); !ok {
 			return chunkTokens{}
 		}
 	}
@@ -84,30 +86,156 @@ func parseChunk(p []byte) chunkTokens {
 			}
 		}
 	}
-	var out chunkTokens
-	for _, ch := range c.Choices {
-		if s, ok := rawString(ch.Delta.Content); ok {
-			out.words += countWords(s)
-		}
-	}
+	out := chunkTokens{words: words}
 	if s, ok := rawString(c.Delta); ok {
 		out.words += countWords(s)
 	}
 	return out
 }
 
+// decodeChunk decodes p into c with encoding/json and counts the words of
+// c.Choices' delta contents; ok is false when p is not JSON.
+func decodeChunk(p []byte) (c chunkShape, words uint64, ok bool) {
+	if err := json.Unmarshal(p, &c); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if !errors.As(err, &typeErr) {
+			return chunkShape{}, 0, false
+		}
+	}
+	for _, ch := range c.Choices {
+		if s, ok := rawString(ch.Delta.Content); ok {
+			words += countWords(s)
+		}
+	}
+	c.Choices = nil
+	return c, words, true
+}
+
+// scanChunk is decodeChunk without decoding: the same members found in
+// place, with encoding/json's rules for what it handles (case-insensitive
+// keys, the last of duplicate keys winning, a member of the wrong kind
+// ignored, a non-object document giving nothing). It reports false, for
+// decodeChunk to decide, on invalid JSON, on keys that are escaped or not
+// ASCII (encoding/json folds some non-ASCII letters onto ASCII ones), and
+// on a repeated choices or delta, which encoding/json merges into the
+// first one's values.
+func scanChunk(p []byte) (c chunkShape, words uint64, ok bool) {
+	if !json.Valid(p) {
+		return chunkShape{}, 0, false
+	}
+	ok = true
+	var choices []byte
+	nChoices := 0
+	if !eachMember(p, func(k, v []byte) {
+		switch {
+		case !isASCII(k):
+			ok = false
+		case foldEqual(k, "usage"):
+			c.Usage = v
+		case foldEqual(k, "output_tokens_so_far"):
+			c.OutputTokensSoFar = v
+		case foldEqual(k, "response"):
+			c.Response = v
+		case foldEqual(k, "delta"):
+			c.Delta = v
+		case foldEqual(k, "choices"):
+			choices = v
+			nChoices++
+		}
+	}) && p[skipSpace(p, 0)] == '{' {
+		return chunkShape{}, 0, false
+	}
+	if !ok || nChoices > 1 {
+		return chunkShape{}, 0, false
+	}
+	eachElement(choices, func(choice []byte) {
+		var delta []byte
+		nDelta := 0
+		if !eachMember(choice, func(k, v []byte) {
+			switch {
+			case !isASCII(k):
+				ok = false
+			case foldEqual(k, "delta"):
+				delta = v
+				nDelta++
+			}
+		}) && choice[0] == '{' {
+			ok = false
+		}
+		var content []byte
+		if !eachMember(delta, func(k, v []byte) {
+			switch {
+			case !isASCII(k):
+				ok = false
+			case foldEqual(k, "content"):
+				content = v
+			}
+		}) && len(delta) > 0 && delta[0] == '{' {
+			ok = false
+		}
+		if nDelta > 1 {
+			ok = false
+		}
+		if s, sok := rawString(content); sok {
+			words += countWords(s)
+		}
+	})
+	if !ok {
+		return chunkShape{}, 0, false
+	}
+	return c, words, true
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// foldEqual reports whether the ASCII key k equals the lower-case name
+// under ASCII case folding, which is how encoding/json matches an ASCII key
+// to a field.
+func foldEqual(k []byte, name string) bool {
+	if len(k) != len(name) {
+		return false
+	}
+	for i, c := range k {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != name[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // rawFieldU64 reads obj[key] as an unsigned integer when obj is a JSON
 // object.
 func rawFieldU64(obj json.RawMessage, key string) (uint64, bool) {
 	obj = bytes.TrimSpace(obj)
-	if len(obj) == 0 || obj[0] != '{' {
+	if len(obj) == 0 || obj[0] != '{' || !json.Valid(obj) {
 		return 0, false
 	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(obj, &m) != nil {
-		return 0, false
+	// Decoding the object into a map, as this did, allocated the map and a
+	// copy of every value on each response; reading it in place finds the
+	// same value (the last of duplicate keys, as in a map).
+	var val []byte
+	if !eachMember(obj, func(k, v []byte) {
+		if string(k) == key {
+			val = v
+		}
+	}) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(obj, &m) != nil {
+			return 0, false
+		}
+		val = m[key]
 	}
-	return rawU64(m[key])
+	return rawU64(val)
 }
 
 // rawU64 reads a JSON non-negative integer literal.

@@ -1,7 +1,9 @@
 package tunnel
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"net/http"
@@ -61,6 +63,9 @@ func serveH2(baseCtx context.Context, conn net.Conn, h http.Handler, log *slog.L
 	// before that would be lost and the drain would wait for DrainTimeout.
 	var once sync.Once
 	base.ConnState = func(net.Conn, http.ConnState) { once.Do(func() { close(c.serving) }) }
+	if _, isTLS := conn.(interface{ ConnectionState() tls.ConnectionState }); !isTLS {
+		conn = newBufferedConn(conn)
+	}
 	go func() {
 		defer close(c.done)
 		//nolint:staticcheck // SA1019: see the file comment
@@ -79,3 +84,24 @@ func (c *h2Conn) shutdown(ctx context.Context) {
 	}
 	_ = c.base.Shutdown(ctx)
 }
+
+// bufferedConn is a plaintext tunnel connection read through a buffer.
+// x/net's HTTP/2 server reads each frame straight from its connection, the
+// 9-byte header and then the payload: two read syscalls per frame, six or
+// more per proxied request. Through the buffer one read takes in every
+// frame that has arrived. A TLS connection is left as it is: it already
+// buffers whole records, and the server reads its ConnectionState.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+// bufferedConnSize holds a full default-sized frame (16 KiB) and its
+// header; bufio reads larger payloads straight into the caller's buffer.
+const bufferedConnSize = 16<<10 + 9
+
+func newBufferedConn(c net.Conn) *bufferedConn {
+	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, bufferedConnSize)}
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
