@@ -407,6 +407,20 @@ func (c *Collector) LocalQueueMs(model string, prio uint32, self *Observer) (ms 
 	if g == nil || !validTPS(g.lastMean) {
 		return 0, false
 	}
+	// The hub's free-slot rule (hub.md §4 [L]): with a known engine
+	// concurrency and a slot free for this request, the hub expects no
+	// queue, so neither may the admission check, or every request that
+	// arrives while another prefills is refused and sent away from its
+	// cache.
+	if mec := c.cfg.MaxEngineConcurrency; mec > 0 {
+		others := uint64(len(g.live))
+		if _, in := g.live[self]; in {
+			others--
+		}
+		if others < mec {
+			return 0, true
+		}
+	}
 	var work uint64
 	for o := range g.live {
 		if o == self {

@@ -336,3 +336,25 @@ func TestStatsObservedAtFollowsTouches(t *testing.T) {
 		t.Fatalf("max_engine_concurrency %d", s.MaxEngineConcurrency)
 	}
 }
+
+// With --max-engine-concurrency, a request that finds a free engine slot
+// has no local queue (the hub's free-slot rule), whatever the others are
+// prefilling; once the slots are taken, their work counts again.
+func TestLocalQueueMsFreeSlot(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Config{StreamMode: ModeOff, InitialInputTPS: 1000, MaxEngineConcurrency: 2})
+	h.c.AddModel(model)
+	a := h.c.Begin(RequestInfo{ID: "a", Model: model, Endpoint: EndpointChat, InputTokens: 500})
+	self := h.c.Begin(RequestInfo{ID: "self", Model: model, Endpoint: EndpointChat, InputTokens: 100})
+	if got, ok := h.c.LocalQueueMs(model, 0, self); !ok || got != 0 {
+		t.Fatalf("one other request, 2 slots: %d, %v; want 0", got, ok)
+	}
+	h.c.Begin(RequestInfo{ID: "b", Model: model, Endpoint: EndpointChat, InputTokens: 500})
+	if got, ok := h.c.LocalQueueMs(model, 0, self); !ok || got != 1000 {
+		t.Fatalf("two others, 2 slots: %d, %v; want 1000 (their 1000 tokens at 1000 tps)", got, ok)
+	}
+	a.Finish(Cancelled)
+	if got, _ := h.c.LocalQueueMs(model, 0, self); got != 0 {
+		t.Fatalf("a slot freed: %d, want 0", got)
+	}
+}
