@@ -2,9 +2,9 @@ package obs
 
 import (
 	"context"
-	"slices"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 

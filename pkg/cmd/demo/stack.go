@@ -2,156 +2,244 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
 
-// stack starts binaries as child processes and stops every one of them.
+// settle is how long the demo waits for a started binary to answer.
+const settle = 20 * time.Second
+
+// stack starts this project's binaries as child processes and stops every
+// one of them. Each child writes its output to <logDir>/<name>.log.
 type stack struct {
-	binDir string
-	out    io.Writer
-	procs  []*proc
-	// cleanup runs after every child has stopped.
-	cleanup []func()
+	binDir, logDir string
+
+	mu    sync.Mutex
+	procs []*proc
+	// wave counts startAll calls; children of a later wave depend on
+	// earlier ones and are stopped first.
+	wave int
+	// ports are every port handed out, so two children started at once
+	// never get the same one.
+	ports map[int]bool
 }
 
 // proc is one child and a channel closed when it has exited.
 type proc struct {
+	name   string
+	wave   int
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
 
-// freePort asks the kernel for an unused loopback port. Another process can
-// take it before the child binds; start retries in that case.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+// service is one child to start: its binary, how many ports it listens
+// on, its arguments and extra environment (nil = none) for those ports and
+// the URL that answers 200 once it is ready.
+type service struct {
+	name, binary string
+	ports        int
+	args, env    func(ports []int) []string
+	ready        func(ports []int) string
 }
 
-func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+func newStack(binDir, logDir string) *stack {
+	return &stack{binDir: binDir, logDir: logDir, ports: map[int]bool{}}
+}
 
-// start runs binary with the args that args(ports) returns, retrying with
-// fresh ports if it does not become ready at readyPath on the first port.
-func (s *stack) start(ctx context.Context, name, binary string, nports int, args func(ports []int) []string, readyPath string) ([]int, error) {
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		ports := make([]int, nports)
-		for i := range ports {
-			p, err := freePort()
-			if err != nil {
-				return nil, err
-			}
-			ports[i] = p
+// freePorts asks the kernel for n unused loopback ports. Another process
+// can take one before the child binds; start retries in that case.
+func (s *stack) freePorts(n int) ([]int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int, 0, n)
+	for len(out) < n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
 		}
-		//nolint:gosec // G204: the demo runs this project's own binaries from --bin-dir.
-		cmd := exec.Command(filepath.Join(s.binDir, binary), args(ports)...)
-		cmd.Stdout, cmd.Stderr = s.out, s.out
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("starting %s (run `make build` first?): %w", name, err)
-		}
-		p := &proc{cmd: cmd, exited: make(chan struct{})}
-		go func() {
-			_ = cmd.Wait()
-			close(p.exited)
-		}()
-		s.procs = append(s.procs, p)
-		if lastErr = waitReady(ctx, "http://"+addr(ports[0])+readyPath, p); lastErr == nil {
-			return ports, nil
+		p := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if !s.ports[p] {
+			s.ports[p] = true
+			out = append(out, p)
 		}
 	}
-	return nil, fmt.Errorf("%s did not become ready: %w", name, lastErr)
+	return out, nil
+}
+
+// startAll starts svcs at once and waits until every one is ready; it
+// returns each one's ports in order.
+func (s *stack) startAll(ctx context.Context, svcs ...service) ([][]int, error) {
+	s.mu.Lock()
+	s.wave++
+	s.mu.Unlock()
+	ports := make([][]int, len(svcs))
+	errs := make([]error, len(svcs))
+	var wg sync.WaitGroup
+	for i := range svcs {
+		wg.Go(func() { ports[i], errs[i] = s.start(ctx, svcs[i]) })
+	}
+	wg.Wait()
+	return ports, errors.Join(errs...)
+}
+
+// start runs svc, retrying with fresh ports when it exits before it is
+// ready (most likely a port taken in the meantime).
+func (s *stack) start(ctx context.Context, svc service) ([]int, error) {
+	var lastErr error
+	for attempt := 0; attempt < 3 && ctx.Err() == nil; attempt++ {
+		ports, err := s.freePorts(svc.ports)
+		if err != nil {
+			return nil, err
+		}
+		var env []string
+		if svc.env != nil {
+			env = svc.env(ports)
+		}
+		p, err := s.spawn(svc.name, svc.binary, env, svc.args(ports))
+		if err != nil {
+			return nil, err
+		}
+		lastErr = waitReady(ctx, svc.ready(ports), p)
+		if lastErr == nil {
+			return ports, nil
+		}
+		select {
+		case <-p.exited:
+		default:
+			// Alive but not ready within settle: another attempt would
+			// not do better.
+			return nil, fmt.Errorf("%s: %w%s", svc.name, lastErr, s.logTail(svc.name))
+		}
+	}
+	if lastErr == nil {
+		lastErr = ctx.Err()
+	}
+	return nil, fmt.Errorf("%s: %w%s", svc.name, lastErr, s.logTail(svc.name))
+}
+
+// spawn starts one child with its output appended to its log file.
+func (s *stack) spawn(name, binary string, env, args []string) (*proc, error) {
+	//nolint:gosec // G304: the log folder is the demo's own, the name a service's.
+	log, err := os.OpenFile(filepath.Join(s.logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = log.Close() }() // the child holds its own descriptor
+	//nolint:gosec // G204: the demo runs this project's own binaries from --bin-dir.
+	cmd := exec.Command(filepath.Join(s.binDir, binary), args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = log, log
+	// A process group of its own: Ctrl-C in the terminal reaches only the
+	// demo, which stops its children itself (and still writes the partial
+	// results first).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	fmt.Fprintf(log, "# %s %s\n", binary, strings.Join(args, " "))
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s (run `make build` first?): %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
+	s.mu.Lock()
+	p.wave = s.wave
+	s.procs = append(s.procs, p)
+	s.mu.Unlock()
+	return p, nil
 }
 
 // waitReady polls url until it answers 200, the child exits or settle
 // passes.
 func waitReady(ctx context.Context, url string, p *proc) error {
-	deadline := time.Now().Add(settle)
-	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	return poll(ctx, p.exited, func() (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
 		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	}, "no 200 from "+url)
+}
+
+// poll calls ready every 50 ms until it reports true or an error, exited
+// is closed, ctx is done or settle passes (then the error says what).
+func poll(ctx context.Context, exited <-chan struct{}, ready func() (bool, error), what string) error {
+	deadline := time.NewTimer(settle)
+	defer deadline.Stop()
+	for {
+		if ok, err := ready(); ok || err != nil {
+			return err
 		}
 		select {
-		case <-p.exited:
-			return fmt.Errorf("process exited: %v", p.cmd.ProcessState)
+		case <-exited:
+			return errors.New("exited before it was ready")
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("%s within %v", what, settle)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("no answer from %s within %v", url, settle)
 }
 
-// waitClusters polls the hub's /debug/state until model has n clusters.
-func waitClusters(ctx context.Context, hubURL, model string, n int) error {
-	deadline := time.Now().Add(settle)
-	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hubURL+"/debug/state", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			var st struct {
-				Routing struct {
-					Targets []struct {
-						Model    string `json:"model"`
-						Clusters []struct {
-							ClusterID string `json:"cluster_id"`
-						} `json:"clusters"`
-					} `json:"targets"`
-				} `json:"routing"`
+// logTail is the end of a child's log, for an error message.
+func (s *stack) logTail(name string) string {
+	b, err := os.ReadFile(filepath.Join(s.logDir, name+".log")) //nolint:gosec // G304: as in spawn
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	lines = lines[max(len(lines)-10, 0):]
+	return "\n  " + strings.Join(lines, "\n  ")
+}
+
+// stop stops every child, the last started wave first (the gateway and
+// pylons before the hub they talk to, so none logs a lost hub): SIGTERM to
+// a wave, then wait for it. A child still running after the grace period
+// gets SIGKILL; stop returns only once every child has exited, so none is
+// left behind.
+func (s *stack) stop() {
+	s.mu.Lock()
+	procs, last := s.procs, s.wave
+	s.procs = nil
+	s.mu.Unlock()
+	grace := time.NewTimer(10 * time.Second)
+	defer grace.Stop()
+	expired := false
+	for wave := last; wave >= 0; wave-- {
+		var stopping []*proc
+		for _, p := range procs {
+			if p.wave == wave {
+				_ = p.cmd.Process.Signal(syscall.SIGTERM)
+				stopping = append(stopping, p)
 			}
-			_ = json.NewDecoder(resp.Body).Decode(&st)
-			_ = resp.Body.Close()
-			for _, t := range st.Routing.Targets {
-				if t.Model == model && len(t.Clusters) >= n {
-					return nil
+		}
+		for _, p := range stopping {
+			if !expired {
+				select {
+				case <-p.exited:
+					continue
+				case <-grace.C:
+					expired = true
 				}
 			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("the hub did not see %d clusters for %s within %v", n, model, settle)
-}
-
-// stop stops the children in reverse start order (pylons before the hub,
-// so they do not log a lost hub): SIGTERM, then SIGKILL for one still
-// running after the grace period.
-func (s *stack) stop() {
-	deadline := time.Now().Add(10 * time.Second)
-	for i := len(s.procs) - 1; i >= 0; i-- {
-		p := s.procs[i]
-		select {
-		case <-p.exited:
-			continue
-		default:
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		}
-		select {
-		case <-p.exited:
-		case <-time.After(time.Until(deadline)):
 			_ = p.cmd.Process.Kill()
 			<-p.exited
 		}
-	}
-	for _, f := range s.cleanup {
-		f()
 	}
 }
