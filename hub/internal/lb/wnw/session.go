@@ -45,8 +45,18 @@ func ApplySession(enabled bool, req *routing.Request, snap *routing.Snapshot, or
 		return Plan{Order: order, Wait: wait, Scale: scale}
 	}
 	last := -1
-	if req.LastClusterID != "" {
-		last = snap.Index(req.LastClusterID)
+	if id := req.LastClusterID; id != "" {
+		// A returning session's last cluster is usually near the front of
+		// its order: look there before searching the whole snapshot.
+		for _, i := range order {
+			if snap.Clusters[i].ClusterID == id {
+				last = i
+				break
+			}
+		}
+		if last < 0 {
+			last = snap.Index(id)
+		}
 	}
 	if req.Session == routing.SessionUnclassified {
 		switch {
