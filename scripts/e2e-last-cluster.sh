@@ -67,7 +67,9 @@ USED_PORTS=" "
 free_port() {
 	local p
 	for _ in $(seq 1 200); do
-		p=$((20000 + RANDOM % 40000))
+		# Below the kernel's ephemeral range (32768+), so no outgoing
+		# connection of an earlier arm can hold the port.
+		p=$((12000 + RANDOM % 20000))
 		case "$USED_PORTS" in *" $p "*) continue ;; esac
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			USED_PORTS="$USED_PORTS$p "
