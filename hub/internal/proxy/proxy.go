@@ -572,8 +572,8 @@ func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, req *request, st
 	p.cfg.Metrics.attempt(t, b.ID, "upstream_"+strconv.Itoa(resp.StatusCode))
 	p.cfg.Metrics.proxyDuration(t, b.ID, p.cfg.Clock.Since(req.start))
 
-	reason := strings.TrimSpace(firstValue(resp.Header, canonRetryReason))
-	if resp.StatusCode == http.StatusTooManyRequests && isTrue(firstValue(resp.Header, canonRetryable)) && reason == headers.ReasonQueueEstimateMismatch {
+	reason := strings.TrimSpace(headers.First(resp.Header, canonRetryReason))
+	if resp.StatusCode == http.StatusTooManyRequests && isTrue(headers.First(resp.Header, canonRetryable)) && reason == headers.ReasonQueueEstimateMismatch {
 		res.Release()
 	}
 	if p.retryable(resp) {
@@ -628,7 +628,7 @@ func (p *Proxy) retryable(resp *http.Response) bool {
 	if !slices.Contains(p.cfg.RetryableStatusCodes, resp.StatusCode) {
 		return false
 	}
-	v := strings.TrimSpace(firstValue(resp.Header, canonRetryable))
+	v := strings.TrimSpace(headers.First(resp.Header, canonRetryable))
 	if v == "" {
 		return !p.cfg.RequirePylonRetrySignal
 	}
@@ -642,18 +642,17 @@ func isTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "tru
 // consumes, and the headers only the hub may set (hub.md §3.2 step 12).
 func forwardHeaders(in http.Header) http.Header {
 	out := make(http.Header, len(in))
-	copyHeaderExcept(out, in, notForwarded)
+	headers.CopyExcept(out, in, notForwarded)
 	return out
 }
 
 // notForwarded is the set forwardHeaders leaves out.
-var notForwarded = canonicalSet(append([]string{"Host", headers.RoutingMethod, headers.StargateLastClusterID, headers.StargateRetryable,
-	headers.StargateRetryReason, headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode},
-	headers.HopByHop...))
+var notForwarded = headers.NewSet(append([]string{"Host", headers.RoutingMethod, headers.StargateLastClusterID, headers.StargateRetryable,
+	headers.StargateRetryReason, headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode}, headers.HopByHop...)...)
 
 // notRelayed is the set of upstream response headers relay leaves out.
-var notRelayed = canonicalSet(append([]string{"Content-Length", headers.StargateRetryable, headers.StargateRetryReason,
-	headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode}, headers.HopByHop...))
+var notRelayed = headers.NewSet(append([]string{"Content-Length", headers.StargateRetryable, headers.StargateRetryReason,
+	headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode}, headers.HopByHop...)...)
 
 // The headers the hub sets or reads on every request and answer, in
 // canonical form: Header.Set and Get canonicalise their key, allocating a
@@ -667,52 +666,6 @@ var (
 	canonRetryable          = http.CanonicalHeaderKey(headers.StargateRetryable)
 )
 
-// firstValue is h.Get(key) for a canonical key, which Get would canonicalise
-// again (allocating for a lower-case name) on every call.
-func firstValue(h http.Header, key string) string {
-	if vs := h[key]; len(vs) > 0 {
-		return vs[0]
-	}
-	return ""
-}
-
-// canonicalSet returns names in canonical form as a set.
-func canonicalSet(names []string) map[string]struct{} {
-	set := make(map[string]struct{}, len(names))
-	for _, k := range names {
-		set[http.CanonicalHeaderKey(k)] = struct{}{}
-	}
-	return set
-}
-
-// copyHeaderExcept copies src into dst but for the keys in skip, which
-// must be canonical. It does what Header.Clone followed by one Header.Del
-// per skipped name did, in one pass: Del canonicalised its argument on
-// every call, and the Clone copied values only to drop them. Like Clone,
-// all values share one backing array, each capped so that an append to one
-// key cannot overwrite the next.
-func copyHeaderExcept(dst, src http.Header, skip map[string]struct{}) {
-	nv := 0
-	for k, vs := range src {
-		if _, ok := skip[k]; !ok {
-			nv += len(vs)
-		}
-	}
-	sv := make([]string, nv)
-	for k, vs := range src {
-		if _, ok := skip[k]; ok {
-			continue
-		}
-		if vs == nil {
-			dst[k] = nil
-			continue
-		}
-		n := copy(sv, vs)
-		dst[k] = sv[:n:n]
-		sv = sv[n:]
-	}
-}
-
 // relay writes the upstream answer: status and headers first, then the body
 // flushed chunk by chunk so SSE events are never held back. It returns the
 // error that ended reading the upstream body: nil at its end, and nil when
@@ -720,7 +673,7 @@ func copyHeaderExcept(dst, src http.Header, skip map[string]struct{}) {
 func (p *Proxy) relay(w http.ResponseWriter, resp *http.Response, clusterID string, b state.Backend) error {
 	defer func() { _ = resp.Body.Close() }()
 	h := w.Header()
-	copyHeaderExcept(h, resp.Header, notRelayed)
+	headers.CopyExcept(h, resp.Header, notRelayed)
 	h[canonInferenceServerID] = []string{b.ID}
 	if b.URL != "" {
 		h[canonInferenceServerURL] = []string{b.URL}

@@ -87,18 +87,18 @@ type Relay struct {
 	// notForwarded and notRelayed are the request and response headers
 	// the relay drops, canonical, built once (they include the configured
 	// upstream retry header).
-	notForwarded, notRelayed map[string]struct{}
+	notForwarded, notRelayed headers.Set
 }
 
 // New returns a relay; cfg must be valid.
 func New(cfg Config, tracker Tracker, m *Metrics) *Relay {
 	cfg.UpstreamBaseURL = strings.TrimRight(cfg.UpstreamBaseURL, "/")
 	return &Relay{cfg: cfg, tracker: tracker, metrics: m, pool: newPool(cfg.engineURLs(), cfg.Clock, m),
-		notForwarded: canonicalSet(append([]string{"Host", headers.TunnelMethod, headers.TunnelPath, headers.StargateExpectedQueueMs,
+		notForwarded: headers.NewSet(append([]string{"Host", headers.TunnelMethod, headers.TunnelPath, headers.StargateExpectedQueueMs,
 			headers.StargateUpstreamRetryable, headers.StargateRetryable, headers.StargateRetryReason, headers.StargateRetryAfterMs,
-			cfg.UpstreamRetryHeader, headers.DynamoRequestPriority, headers.DynamoRequestStrictPriority}, headers.HopByHop...)),
-		notRelayed: canonicalSet(append([]string{"Content-Length", headers.StargateUpstreamRetryable, headers.StargateRetryable,
-			headers.StargateRetryReason, headers.StargateRetryAfterMs, cfg.UpstreamRetryHeader}, headers.HopByHop...)),
+			cfg.UpstreamRetryHeader, headers.DynamoRequestPriority, headers.DynamoRequestStrictPriority}, headers.HopByHop...)...),
+		notRelayed: headers.NewSet(append([]string{"Content-Length", headers.StargateUpstreamRetryable, headers.StargateRetryable,
+			headers.StargateRetryReason, headers.StargateRetryAfterMs, cfg.UpstreamRetryHeader}, headers.HopByHop...)...),
 	}
 }
 
@@ -112,51 +112,6 @@ var (
 	canonDynamoPriority       = http.CanonicalHeaderKey(headers.DynamoRequestPriority)
 	canonDynamoStrictPriority = http.CanonicalHeaderKey(headers.DynamoRequestStrictPriority)
 )
-
-// firstValue is h.Get(key) for a canonical key.
-func firstValue(h http.Header, key string) string {
-	if vs := h[key]; len(vs) > 0 {
-		return vs[0]
-	}
-	return ""
-}
-
-// canonicalSet returns names in canonical form as a set.
-func canonicalSet(names []string) map[string]struct{} {
-	set := make(map[string]struct{}, len(names))
-	for _, k := range names {
-		set[http.CanonicalHeaderKey(k)] = struct{}{}
-	}
-	return set
-}
-
-// copyHeaderExcept copies src into dst but for the keys in skip, which
-// must be canonical. It does what Header.Clone followed by one Header.Del
-// per skipped name did, in one pass: Del canonicalised its argument on
-// every call, and the Clone copied values only to drop them. Like Clone,
-// all values share one backing array, each capped so that an append to one
-// key cannot overwrite the next.
-func copyHeaderExcept(dst, src http.Header, skip map[string]struct{}) {
-	nv := 0
-	for k, vs := range src {
-		if _, ok := skip[k]; !ok {
-			nv += len(vs)
-		}
-	}
-	sv := make([]string, nv)
-	for k, vs := range src {
-		if _, ok := skip[k]; ok {
-			continue
-		}
-		if vs == nil {
-			dst[k] = nil
-			continue
-		}
-		n := copy(sv, vs)
-		dst[k] = sv[:n:n]
-		sv = sv[n:]
-	}
-}
 
 var _ http.Handler = (*Relay)(nil)
 
@@ -199,11 +154,11 @@ func endpointOf(path string) string {
 // (pylon.md §5.1 step 2).
 func requestHeaders(h http.Header) (RequestInfo, string) {
 	var info RequestInfo
-	info.ID = strings.TrimSpace(firstValue(h, canonRequestID))
+	info.ID = strings.TrimSpace(headers.First(h, canonRequestID))
 	if info.ID == "" {
 		return info, "missing required " + headers.RequestID + " header"
 	}
-	info.Model = strings.TrimSpace(firstValue(h, canonModel))
+	info.Model = strings.TrimSpace(headers.First(h, canonModel))
 	if info.Model == "" {
 		return info, "missing required " + headers.Model + " header"
 	}
@@ -222,7 +177,7 @@ func requestHeaders(h http.Header) (RequestInfo, string) {
 	if present {
 		info.Priority = p
 	}
-	info.RoutingKey = strings.TrimSpace(firstValue(h, canonRoutingKey))
+	info.RoutingKey = strings.TrimSpace(headers.First(h, canonRoutingKey))
 	return info, ""
 }
 
@@ -401,7 +356,7 @@ func (rl *Relay) retryable(w http.ResponseWriter, status int, reason string, ret
 // §5.1 step 7).
 func (rl *Relay) upstreamRequestHeaders(in http.Header, prio uint32) http.Header {
 	out := make(http.Header, len(in)+2) // +2: the dynamo priority headers
-	copyHeaderExcept(out, in, rl.notForwarded)
+	headers.CopyExcept(out, in, rl.notForwarded)
 	if strings.EqualFold(rl.cfg.UpstreamBackend, "dynamo") {
 		rank := uint32(0)
 		if rl.cfg.PriorityCeiling > prio {
@@ -565,7 +520,7 @@ func isConnectFailure(err error, gotConn bool) bool {
 // content-length and the retry-control headers, then maps a retryable
 // engine answer to the hub's retry signal (pylon.md §5.1 step 9).
 func (rl *Relay) copyResponseHeaders(dst http.Header, resp *http.Response) {
-	copyHeaderExcept(dst, resp.Header, rl.notRelayed)
+	headers.CopyExcept(dst, resp.Header, rl.notRelayed)
 	if !slices.Contains(rl.cfg.RetryableStatusCodes, resp.StatusCode) {
 		if resp.StatusCode >= 400 {
 			rl.metrics.nonretryable(rl.cfg.InferenceServerID, "upstream_nonretryable_status")
