@@ -7,21 +7,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stargate-router/stargate/hub/internal/lb/lbtest"
 	"github.com/stargate-router/stargate/hub/internal/lb/pulsar"
 	"github.com/stargate-router/stargate/hub/internal/lbconfig"
 	"github.com/stargate-router/stargate/hub/internal/lbfactory"
 	"github.com/stargate-router/stargate/hub/internal/routing"
-	"github.com/stargate-router/stargate/pkg/protocol"
 )
 
 // The reference's defaults: 64 candidates, 1024 cycling affinity keys,
 // 10000 warm-up iterations, one routing key.
 const (
-	candidates = 64
-	cacheKeys  = 1024
+	candidates = lbtest.Candidates
+	cacheKeys  = lbtest.Keys
 	warmup     = 10000
-	routingKey = "tenant-a"
-	seed       = "lb-microbench-seed"
+	seed       = lbtest.Seed
 )
 
 // scenario is one row of the reference matrix.
@@ -79,39 +78,6 @@ var scenarios = []scenario{
 	{name: "pulsar-wait-and-widen-last-cluster-hint", settings: wnw("pulsar-wait-and-widen", map[string]any{"last_cluster_affinity": true}), hint: true},
 }
 
-// snapshot is the reference candidate generator, field for field.
-func snapshot(model string) *routing.Snapshot {
-	s := &routing.Snapshot{Target: routing.Target{RoutingKey: routingKey, Model: model}, Version: 1, Generation: 1}
-	for i := range candidates {
-		tps := 1200 + float64(i%13)*31
-		s.Clusters = append(s.Clusters, routing.ClusterView{
-			ClusterID: fmt.Sprintf("cluster-%04d", i),
-			Stats: protocol.ModelStats{
-				OutputTPS:             120 + float64(i%11),
-				LastMeanInputTPS:      tps,
-				MaxInputTPS:           tps,
-				MaxOutputTPS:          500,
-				QueueSize:             uint64(i % 7),
-				QueuedInputSize:       uint64(i%5) * 256,
-				KVCacheCapacityTokens: 131072,
-				KVCacheUsedTokens:     8192 + uint64(i%23)*64,
-				KVCacheFreeTokens:     122880 - uint64(i%23)*64,
-				NumRunningQueries:     uint64(i % 9),
-				MaxEngineConcurrency:  16,
-				TotalQueryInputSize:   uint64(i%6) * 384,
-				QueueTimeEstimateMsByPriority: map[uint32]uint64{
-					0: uint64(i % 5), 2: 2 + uint64(i%11), 4: 4 + uint64(i%17),
-				},
-			},
-			RTT:            time.Duration(500+(i%19)*75) * time.Microsecond,
-			ActiveBackends: 1,
-		})
-		c := &s.Clusters[i]
-		c.Priorities = routing.SortPriorities(c.Stats.QueueTimeEstimateMsByPriority) // as the state store publishes
-	}
-	return s
-}
-
 // setup parses the scenario's lb-config and returns its resolver.
 func setup(tb testing.TB, sc scenario, model string) *lbconfig.Resolver {
 	tb.Helper()
@@ -151,10 +117,10 @@ type runner struct {
 
 func newRunner(tb testing.TB, sc scenario) *runner {
 	model := "lb-bench-" + sc.name
-	r := &runner{res: setup(tb, sc, model), snap: snapshot(model), target: routing.Target{RoutingKey: routingKey, Model: model},
+	r := &runner{res: setup(tb, sc, model), snap: lbtest.Snapshot(model, candidates), target: routing.Target{RoutingKey: lbtest.RoutingKey, Model: model},
 		rng: rand.New(rand.NewPCG(1, 2)), start: time.Now()}
 	for i := range cacheKeys {
-		r.keys = append(r.keys, fmt.Sprintf("cache-prefix-%06d", i))
+		r.keys = append(r.keys, lbtest.Key(i))
 	}
 	for i := range sc.excluded {
 		r.excluded = append(r.excluded, fmt.Sprintf("cluster-%04d", i))
@@ -172,14 +138,8 @@ func newRunner(tb testing.TB, sc scenario) *runner {
 }
 
 func (r *runner) choose(i int) (routing.Decision, bool) {
-	r.req = routing.Request{
-		AffinityKey: r.keys[i%len(r.keys)],
-		InputTokens: 512 + uint64(i%8)*64,
-		Priority:    uint32(i % 4),
-		SLO:         250 * time.Millisecond,
-		ReceivedAt:  r.start,
-		Excluded:    r.excluded,
-	}
+	r.req = lbtest.Request(i, r.keys[i%len(r.keys)], r.excluded)
+	r.req.ReceivedAt = r.start
 	if r.hints != nil {
 		r.req.LastClusterID = r.hints[i%len(r.hints)]
 	}
