@@ -12,8 +12,11 @@
 #   scripts/bench-stack.sh down   # stop everything it started
 #
 # Fixed loopback ports (28xxx) so the campaign can target the same URLs for
-# every arm; STACK_DIR (default /tmp/stargate-bench-stack) holds pids, logs,
-# the API key and the tokens. Binaries come from BIN (default ./bin).
+# every arm; STACK_DIR (default /tmp/stargate-bench-stack) holds pids, the
+# API key and the tokens. Logs, versions.txt (every binary's build_info) and
+# engines-before.txt / engines-after.txt (each engine's prefix-cache
+# counters) go to RESULTS_DIR, the arm's results folder when loadgen runs
+# the hook. Binaries come from BIN (default ./bin).
 set -euo pipefail
 
 BIN=${BIN:-bin}
@@ -22,7 +25,30 @@ MODEL=${MODEL:-dummy-model}
 LOGS=${RESULTS_DIR:-$DIR}
 mkdir -p "$DIR" "$LOGS"
 
+# record writes, into $LOGS, what an arm's results need besides the
+# report: every binary's build_info (from its metrics) and each engine's
+# prefix-cache counters, under the label given ("before" or "after").
+record() {
+	local when=$1 out c port
+	out="$LOGS/engines-$when.txt"
+	: >"$out"
+	for c in near-a:28101 near-b:28102 far-a:28103 far-b:28104; do
+		port=${c#*:}
+		curl -fsS "http://127.0.0.1:$port/metrics" 2>/dev/null |
+			grep -E '^(vllm:prefix_cache_(hits|queries)_total|mock_engine_kv_cache_(blocks|evicted_blocks_total))' |
+			sed "s/^/${c%%:*} /" >>"$out" || true
+	done
+	if [ "$when" = before ]; then
+		out="$LOGS/versions.txt"
+		: >"$out"
+		for c in hub:28090 gateway:28464 pylon-near-a:28121 engine-near-a:28101; do
+			curl -fsS "http://127.0.0.1:${c#*:}/metrics" 2>/dev/null | grep -E '^[a-z_]+_build_info' | sed "s/^/${c%%:*} /" >>"$out" || true
+		done
+	fi
+}
+
 down() {
+	[ -f "$DIR/hub.pid" ] && record after
 	local f pid
 	for f in "$DIR"/*.pid; do
 		[ -f "$f" ] || continue
@@ -88,6 +114,7 @@ up() {
 		sleep 0.1
 	done
 	[ "$n" -ge 4 ] || { echo "bench-stack: only $n clusters registered" >&2; exit 1; }
+	record before
 	echo "bench-stack up (${ARM_NAME:-default}, lb-config ${ARM_LB_CONFIG:-permissive}): gateway http://127.0.0.1:28080 api key in $DIR/api-key"
 }
 
