@@ -16,7 +16,7 @@ BENCHCOUNT    ?= 6
 # Binaries and the package each is built from.
 CMDS := ./pkg/cmd/mock-engine ./pkg/cmd/demo ./pkg/cmd/ssebench ./pkg/cmd/loadgen ./gateway/cmd/gateway ./hub/cmd/hub ./pylon/cmd/pylon ./hub/cmd/routing-sim
 
-.PHONY: all build test unit fuzz-smoke lint fmt vet golangci tidy-check demo bench e2e clean tools
+.PHONY: all build test unit fuzz-smoke lint fmt vet golangci tidy-check demo bench compare e2e clean tools
 
 all: build
 
@@ -78,6 +78,10 @@ bench: build $(BIN)/benchstat
 	done | tee bench-results/latest.txt
 	$(BIN)/benchstat bench-results/latest.txt
 	@scripts/bench-mock-http.sh $(BIN) | tee bench-results/mock-http.txt
+
+## compare: the same workloads against every arm of bench/compare/arms.json, a fresh stack per arm (scripts/compare.sh)
+compare: build
+	scripts/compare.sh
 
 $(BIN)/benchstat:
 	@mkdir -p $(BIN)
