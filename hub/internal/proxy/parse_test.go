@@ -422,13 +422,18 @@ func expectedRejection(h http.Header) (param, code string) {
 		if !ok {
 			return headers.RoutingMethod, "invalid_routing_method"
 		}
-		switch strings.ReplaceAll(strings.ToLower(v), "_", "-") {
+		method, _, expression := strings.Cut(v, ";")
+		switch strings.ReplaceAll(strings.ToLower(strings.TrimSpace(method)), "_", "-") {
 		case "power-of-n", "power-of-two", "powerof2", "powerofn":
 			canonical = "power-of-n"
 		case "wait-and-widen", "groq-multiregion", "round-robin", "random", "pulsar", "pulsar-wait-and-widen", "pulsar-multiregion":
 			canonical = "other"
 		default:
 			return headers.RoutingMethod, "unknown_method"
+		}
+		if expression {
+			// The power-of-n resolver of this harness has no expressions.
+			canonical = "other"
 		}
 	}
 	for _, n := range []struct {

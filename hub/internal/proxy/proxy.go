@@ -226,9 +226,11 @@ func (p *Proxy) parse(r *http.Request) (*request, *openai.Error) {
 		}
 		// Step 4 rejects an unknown name before the numeric headers are
 		// read; whether a known one is configured is step 8 (Resolve).
-		// A routing expression (method;k=v…) is parsed whole by the
-		// resolver, which reports its own error classes.
-		if _, ok := NormalizeAlgorithm(v); !ok && !strings.Contains(v, ";") {
+		// Only the method is checked here; the parameters of a routing
+		// expression (method;k=v…) are the resolver's, which reports its
+		// own error classes at step 8.
+		method, _, _ := strings.Cut(v, ";")
+		if _, ok := NormalizeAlgorithm(method); !ok {
 			p.cfg.Log.Warn("invalid routing algorithm header", "request_id", id, "model", model, "rejection_reason", "unknown_method")
 			return nil, openai.BadRequest(headers.RoutingMethod, "unknown_method", "unknown routing method %q", v)
 		}

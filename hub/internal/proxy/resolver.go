@@ -34,6 +34,9 @@ type PowerOfNResolver struct {
 
 // Resolve implements Resolver.
 func (r PowerOfNResolver) Resolve(_ routing.Target, requested string) (Route, *openai.Error) {
+	if strings.Contains(requested, ";") {
+		return Route{}, openai.BadRequest("x-routing-method", "unavailable", "routing expressions need an lb-config on this hub")
+	}
 	if requested != "" {
 		name, ok := NormalizeAlgorithm(requested)
 		if !ok {
