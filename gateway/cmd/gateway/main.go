@@ -170,14 +170,7 @@ func wire(ctx context.Context, cfg *config.Config, log *slog.Logger, reg prometh
 	)
 	if cfg.Olric.Enabled {
 		o := cfg.Olric
-		n, err := olricnode.Start(ctx, olricnode.Config{
-			Env: o.Env, BindAddr: o.BindAddr, BindPort: o.BindPort, MemberlistBindAddr: o.MemberlistBindAddr,
-			MemberlistBindPort: o.MemberlistBindPort, MemberlistAdvertiseAddr: o.MemberlistAdvertiseAddr,
-			Peers: o.Peers, K8sService: o.K8sService, ReplicaCount: o.ReplicaCount, PartitionCount: o.PartitionCount,
-			TableSize: o.TableSize, StartupTimeout: o.StartupTimeout, ShutdownTimeout: o.ShutdownTimeout,
-			MaxJoinAttempts: o.MaxJoinAttempts, JoinRetry: o.JoinRetry, RoutingRefresh: o.RoutingRefresh,
-			ClientOpTimeout: o.ClientOpTimeout, LogLevel: o.LogLevel,
-		}, log)
+		n, err := olricnode.Start(ctx, o.Config, log)
 		if err != nil {
 			return nil, nil, err
 		}

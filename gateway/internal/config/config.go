@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stargate-router/stargate/gateway/internal/olricnode"
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/obs"
 )
@@ -83,29 +84,11 @@ type LastCluster struct {
 	WriteTimeout time.Duration
 }
 
-// Olric is gateway.md §4.1's embedded node settings.
+// Olric is gateway.md §4.1's embedded node settings: whether the node
+// runs, the node's own settings, and the DMaps the gateway keeps in it.
 type Olric struct {
-	Enabled                 bool
-	Env                     string
-	BindAddr                string
-	BindPort                int
-	MemberlistBindAddr      string
-	MemberlistBindPort      int
-	MemberlistAdvertiseAddr string
-	Peers                   []string
-	// K8sService is a headless Service DNS name resolved to pod IPs for
-	// discovery when Peers is empty (no RBAC needed, gateway.md §9.1).
-	K8sService      string
-	ReplicaCount    int
-	PartitionCount  uint64
-	TableSize       uint64
-	StartupTimeout  time.Duration
-	ShutdownTimeout time.Duration
-	MaxJoinAttempts int
-	JoinRetry       time.Duration
-	RoutingRefresh  time.Duration
-	ClientOpTimeout time.Duration
-	LogLevel        string
+	Enabled bool
+	olricnode.Config
 	LastClusterDMap string
 	RateLimitDMap   string
 }

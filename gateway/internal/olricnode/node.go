@@ -22,17 +22,19 @@ type Config struct {
 	MemberlistBindPort      int
 	MemberlistAdvertiseAddr string
 	Peers                   []string
-	K8sService              string
-	ReplicaCount            int
-	PartitionCount          uint64
-	TableSize               uint64
-	StartupTimeout          time.Duration
-	ShutdownTimeout         time.Duration
-	MaxJoinAttempts         int
-	JoinRetry               time.Duration
-	RoutingRefresh          time.Duration
-	ClientOpTimeout         time.Duration
-	LogLevel                string
+	// K8sService is a headless Service DNS name resolved to pod IPs for
+	// discovery when Peers is empty (no RBAC needed, gateway.md §9.1).
+	K8sService      string
+	ReplicaCount    int
+	PartitionCount  uint64
+	TableSize       uint64
+	StartupTimeout  time.Duration
+	ShutdownTimeout time.Duration
+	MaxJoinAttempts int
+	JoinRetry       time.Duration
+	RoutingRefresh  time.Duration
+	ClientOpTimeout time.Duration
+	LogLevel        string
 	// Resolve looks up K8sService; nil uses net.DefaultResolver.
 	Resolve func(ctx context.Context, host string) ([]string, error)
 }

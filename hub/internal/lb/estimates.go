@@ -102,11 +102,6 @@ func FreeSlot(s *protocol.ModelStats) bool {
 	return s.MaxEngineConcurrency > 0 && s.NumRunningQueries < s.MaxEngineConcurrency
 }
 
-// QueueEstimateMs is QueueEstimate under the name the proxy calls it by.
-func QueueEstimateMs(s *protocol.ModelStats, p uint32) (ms uint64, ok bool) {
-	return QueueEstimate(s, p)
-}
-
 // ViewQueueEstimate is QueueEstimate of v's stats, reading the priority
 // map through v.Priorities when the store sorted it (the same answer, no
 // map iteration).

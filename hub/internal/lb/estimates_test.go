@@ -101,8 +101,11 @@ func TestQueueEstimate(t *testing.T) {
 			if got != tc.want || ok != tc.wantOK {
 				t.Errorf("QueueEstimate = %d, %v; want %d, %v", got, ok, tc.want, tc.wantOK)
 			}
-			if g2, ok2 := QueueEstimateMs(&tc.s, tc.p); g2 != got || ok2 != ok {
-				t.Errorf("QueueEstimateMs disagrees with QueueEstimate")
+			// The decision's estimate (what the proxy forwards) comes from
+			// the view, through the published priority slice.
+			v := routing.ClusterView{Stats: tc.s, Priorities: routing.SortPriorities(tc.s.QueueTimeEstimateMsByPriority)}
+			if g2, ok2 := ViewQueueEstimate(&v, tc.p); g2 != got || ok2 != ok {
+				t.Errorf("ViewQueueEstimate disagrees with QueueEstimate")
 			}
 			wantMs := float64(tc.want)
 			if !tc.wantOK {

@@ -161,6 +161,13 @@ func (r *Resolver) Resolve(t routing.Target, requested string) (proxy.Route, *op
 	return r.bindings[d.index].route, nil
 }
 
+// KnownMethod implements proxy.Resolver: whether method names an algorithm
+// or alias, by ParseMethod's header rules (it does not allocate).
+func (r *Resolver) KnownMethod(method string) bool {
+	_, ok := ParseMethod(method)
+	return ok
+}
+
 // Forget drops every picker instance and cached expression of t, so its
 // round-robin counters and caches start afresh. The app calls it when the
 // target's last backend goes away (hub.md §2.5, §6.4). A request already

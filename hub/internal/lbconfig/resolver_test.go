@@ -499,3 +499,25 @@ func BenchmarkResolveExpressionBuild(b *testing.B) {
 		}
 	}
 }
+
+// KnownMethod answers the proxy's step-4 question by the header rules, for
+// every algorithm and alias whatever the config, without allocating.
+func TestKnownMethod(t *testing.T) {
+	r, err := NewResolver(Permissive(), (&fakeFactory{}).New, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"power-of-n", " POWER_OF_TWO ", "powerOf2", "groq-multiregion", "pulsar_wait_and_widen"} {
+		if !r.KnownMethod(m) {
+			t.Errorf("KnownMethod(%q) = false", m)
+		}
+	}
+	for _, m := range []string{"", "fastest", "pulsar;seed=x", "*pulsar"} {
+		if r.KnownMethod(m) {
+			t.Errorf("KnownMethod(%q) = true", m)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { r.KnownMethod("Pulsar_Wait_And_Widen") }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}

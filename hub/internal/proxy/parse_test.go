@@ -314,6 +314,8 @@ type fixedResolver struct{ route Route }
 
 func (r fixedResolver) Resolve(routing.Target, string) (Route, *openai.Error) { return r.route, nil }
 
+func (fixedResolver) KnownMethod(method string) bool { return PowerOfNResolver{}.KnownMethod(method) }
+
 // fuzzHeaders are the headers FuzzParseHeaders sets, in §3.2 order.
 var fuzzHeaders = []string{
 	headers.RequestID, headers.InputTokens, headers.Model, headers.RoutingKey, headers.RoutingMethod,

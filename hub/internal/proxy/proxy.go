@@ -69,6 +69,12 @@ type Route struct {
 // algorithm ("" when the request names none).
 type Resolver interface {
 	Resolve(t routing.Target, requested string) (Route, *openai.Error)
+	// KnownMethod reports whether method (an x-routing-method value, or
+	// the part of a routing expression before its first ';') names an
+	// algorithm or alias at all. The proxy asks at step 4 of hub.md §3.2,
+	// before the numeric headers; whether it is configured for the model
+	// is Resolve's answer at step 8.
+	KnownMethod(method string) bool
 }
 
 // Config holds the proxy's limits; the hub flag that sets each is named.
@@ -230,7 +236,7 @@ func (p *Proxy) parse(r *http.Request) (*request, *openai.Error) {
 		// expression (method;k=v…) are the resolver's, which reports its
 		// own error classes at step 8.
 		method, _, _ := strings.Cut(v, ";")
-		if _, ok := NormalizeAlgorithm(method); !ok {
+		if !p.resolver.KnownMethod(method) {
 			p.cfg.Log.Warn("invalid routing algorithm header", "request_id", id, "model", model, "rejection_reason", "unknown_method")
 			return nil, openai.BadRequest(headers.RoutingMethod, "unknown_method", "unknown routing method %q", v)
 		}
@@ -404,7 +410,6 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng 
 			p.noCandidate(w, req, st, candidates)
 			return
 		}
-		cluster := snap.Clusters[dec.Cluster]
 		if !st.routingRecorded {
 			st.routingRecorded = true
 			p.cfg.Metrics.routingDuration(t, p.cfg.Clock.Since(loopStart))
@@ -421,13 +426,14 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng 
 		if req.route.LastClusterAffinity && req.rreq.Session != routing.SessionUnclassified {
 			p.recordSession(req, &dec)
 		}
-		qest, qok := lb.ViewQueueEstimate(&cluster, req.rreq.Priority)
-		next := p.tryCluster(w, r, req, st, cluster.ClusterID, qest, qok)
+		// The decision carries the cluster's queue estimate, taken from this
+		// snapshot before this request's reservation (hub.md §3.4 step 4).
+		next := p.tryCluster(w, r, req, st, dec.ClusterID, dec.QueueEstimateMs, dec.QueueEstimateKnown)
 		switch next {
 		case nextDone:
 			return
 		case nextCluster:
-			st.failedClusters = append(st.failedClusters, cluster.ClusterID)
+			st.failedClusters = append(st.failedClusters, dec.ClusterID)
 		}
 	}
 }

@@ -17,19 +17,25 @@ var canonical = map[string]string{
 	"pulsar-wait-and-widen": "pulsar-wait-and-widen", "pulsar-multiregion": "pulsar-wait-and-widen",
 }
 
-// NormalizeAlgorithm returns the canonical algorithm named by an
+// normalizeAlgorithm returns the canonical algorithm named by an
 // x-routing-method value, or false.
-func NormalizeAlgorithm(v string) (string, bool) {
+func normalizeAlgorithm(v string) (string, bool) {
 	name, ok := canonical[strings.ReplaceAll(strings.ToLower(strings.TrimSpace(v)), "_", "-")]
 	return name, ok
 }
 
-// PowerOfNResolver routes every model with one power-of-n picker: the
-// hub's behaviour before lb-config.json support. A request may name
+// PowerOfNResolver routes every model with one power-of-n picker, the
+// tests' default resolver (the hub itself resolves with lbconfig). A request may name
 // power-of-n (or an alias); any other known algorithm is unavailable and
 // unknown names are invalid, both 400.
 type PowerOfNResolver struct {
 	Picker lb.Picker
+}
+
+// KnownMethod implements Resolver.
+func (r PowerOfNResolver) KnownMethod(method string) bool {
+	_, ok := normalizeAlgorithm(method)
+	return ok
 }
 
 // Resolve implements Resolver.
@@ -38,7 +44,7 @@ func (r PowerOfNResolver) Resolve(_ routing.Target, requested string) (Route, *o
 		return Route{}, openai.BadRequest("x-routing-method", "unavailable", "routing expressions need an lb-config on this hub")
 	}
 	if requested != "" {
-		name, ok := NormalizeAlgorithm(requested)
+		name, ok := normalizeAlgorithm(requested)
 		if !ok {
 			return Route{}, openai.BadRequest("x-routing-method", "unknown_method", "unknown routing method %q", requested)
 		}
