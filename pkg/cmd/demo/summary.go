@@ -1,15 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"text/tabwriter"
+
+	"github.com/prometheus/common/expfmt"
+	prommodel "github.com/prometheus/common/model"
 
 	"github.com/stargate-router/stargate/pkg/loadgen"
 )
@@ -37,64 +37,24 @@ func (s selections) total(state string) int64 {
 // parseSelections reads Prometheus text exposition and sums sessionMetric
 // for model (over routing keys and algorithms).
 func parseSelections(r io.Reader, model string) (selections, error) {
+	parser := expfmt.NewTextParser(prommodel.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the hub's metrics: %w", err)
+	}
 	out := selections{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, sessionMetric+"{")
-		if !ok {
-			continue
-		}
-		end := strings.LastIndexByte(rest, '}')
-		if end < 0 {
-			return nil, fmt.Errorf("malformed series: %q", line)
-		}
-		labels, err := parseLabels(rest[:end])
-		if err != nil {
-			return nil, fmt.Errorf("%w in %q", err, line)
-		}
-		fields := strings.Fields(rest[end+1:])
-		if len(fields) == 0 {
-			return nil, fmt.Errorf("no value in %q", line)
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("bad value in %q: %w", line, err)
+	fam := fams[sessionMetric]
+	if fam == nil {
+		return out, nil
+	}
+	for _, m := range fam.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
 		}
 		if labels["model"] == model {
-			out[[2]string{labels["session_state"], labels["selection"]}] += int64(v)
+			out[[2]string{labels["session_state"], labels["selection"]}] += int64(m.GetCounter().GetValue() + m.GetUntyped().GetValue())
 		}
-	}
-	return out, sc.Err()
-}
-
-// parseLabels parses `a="x",b="y\"z"` (the text format's label list).
-func parseLabels(s string) (map[string]string, error) {
-	out := map[string]string{}
-	for s = strings.TrimSpace(s); s != ""; s = strings.TrimLeft(s, ", ") {
-		eq := strings.IndexByte(s, '=')
-		if eq < 0 || len(s) < eq+2 || s[eq+1] != '"' {
-			return nil, fmt.Errorf("malformed label list %q", s)
-		}
-		name := strings.TrimSpace(s[:eq])
-		var v strings.Builder
-		i := eq + 2
-		for ; i < len(s) && s[i] != '"'; i++ {
-			if s[i] == '\\' && i+1 < len(s) {
-				i++
-				if s[i] == 'n' {
-					v.WriteByte('\n')
-					continue
-				}
-			}
-			v.WriteByte(s[i])
-		}
-		if i >= len(s) {
-			return nil, fmt.Errorf("unterminated value of label %s", name)
-		}
-		out[name] = v.String()
-		s = s[i+1:]
 	}
 	return out, nil
 }
