@@ -12,6 +12,12 @@ GOLANGCI_LINT_VERSION := v2.15.0
 BENCHSTAT_VERSION     := v0.0.0-20260908200009-22c9c6c9d4da
 FUZZTIME      ?= 5s
 BENCHCOUNT    ?= 6
+# make compare: suites, repeats, results folder (default results/compare-<UTC time>)
+# and more loadgen campaign flags (e.g. EXTRA="--duration 30s" or EXTRA=--resume with OUT).
+SUITES        ?= sessions,mixed
+REPEATS       ?= 1
+OUT           ?=
+EXTRA         ?=
 
 # Binaries and the package each is built from.
 CMDS := ./pkg/cmd/mock-engine ./pkg/cmd/demo ./pkg/cmd/ssebench ./pkg/cmd/loadgen ./gateway/cmd/gateway ./hub/cmd/hub ./pylon/cmd/pylon ./hub/cmd/routing-sim
@@ -79,19 +85,31 @@ bench: build $(BIN)/benchstat
 	$(BIN)/benchstat bench-results/latest.txt
 	@scripts/bench-mock-http.sh $(BIN) | tee bench-results/mock-http.txt
 
-## compare: the same workloads against every arm of bench/compare/arms.json, a fresh stack per arm (scripts/compare.sh)
+## compare: the same workloads against every arm of bench/compare/arms.json, a fresh stack per arm
+## (loadgen campaign --compare); SUITES, REPEATS, OUT and EXTRA as above
 compare: build
-	scripts/compare.sh
+	out='$(OUT)'; out=$${out:-results/compare-$$(date -u +%Y%m%dT%H%M%SZ)}; \
+	$(BIN)/loadgen campaign --compare --bin $(BIN) --arms bench/compare/arms.json --suites $(SUITES) \
+		--repeats $(REPEATS) --out "$$out" $(EXTRA)
 
 $(BIN)/benchstat:
 	@mkdir -p $(BIN)
 	GOBIN=$(BIN) $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
 
 ## e2e: end-to-end checks on loopback with the built binaries: the demo in
-## --check mode and the last-cluster cache-thrash case through the gateway
+## --check mode, the last-cluster cache-thrash case through the gateway and
+## a smoke compare (a fresh stack per arm; every request must succeed and
+## every arm record its versions and engine counters)
 e2e: build
 	$(BIN)/demo --bin-dir $(BIN) --check
 	scripts/e2e-last-cluster.sh $(BIN)
+	@out=$$(mktemp -d); \
+	$(BIN)/loadgen campaign --compare --bin $(BIN) --suites smoke --arms bench/compare/arms.json --out "$$out" \
+		--max-errors 0 --progress-interval 60s || { echo "e2e: compare smoke failed (results in $$out)"; exit 1; }; \
+	for arm in "$$out"/arms/*/; do for f in versions.txt engines-before.txt engines-after.txt; do \
+		[ -s "$$arm$$f" ] || { echo "e2e: $$arm$$f is missing or empty (results in $$out)"; exit 1; }; \
+	done; done; \
+	rm -rf "$$out"; echo "e2e: compare smoke passed"
 
 clean:
 	rm -rf $(BIN) bench-results

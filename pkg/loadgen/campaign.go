@@ -128,6 +128,39 @@ func ExpandSuites(names []string, base workload.SuiteParams) ([]SuiteSpec, error
 	return out, nil
 }
 
+// ArmTarget is where one arm's runs send their requests.
+type ArmTarget struct {
+	// URL is the base URL (the /v1 paths are appended).
+	URL string
+	// APIKey is sent as Authorization: Bearer; empty keeps the
+	// template's.
+	APIKey string
+}
+
+// ArmStack starts the system under test for one arm and stops it after
+// the arm's runs, so every arm starts from fresh processes: empty KV
+// caches and routing state.
+type ArmStack interface {
+	// Up starts the stack for arm, whose LBConfig then names the copy in
+	// armDir (the bytes the arm records), and may record what it started
+	// into armDir. It returns where the arm's runs go.
+	Up(ctx context.Context, arm Arm, armDir string) (ArmTarget, error)
+	// Down may record the stack's final state into armDir, then stops
+	// everything Up started. The campaign calls it after every Up, also
+	// after a failed Up or run and when ctx was cancelled (with a fresh
+	// context then), so it must cope with a stack that never came up.
+	Down(ctx context.Context, armDir string) error
+}
+
+// ErrStackAndHooks is returned by Campaign.Validate when a campaign has
+// both a Stack and --before-arm/--after-arm hooks: two owners of the same
+// processes.
+var ErrStackAndHooks = errors.New("--compare starts and stops the stack itself: do not give --before-arm or --after-arm with it")
+
+// downTimeout bounds an arm's Down: recording the engines' counters and
+// stopping every process (whose grace period before SIGKILL is 10 s).
+const downTimeout = 30 * time.Second
+
 // Campaign runs every suite on every arm, Repeats times each.
 type Campaign struct {
 	Out     string
@@ -135,12 +168,15 @@ type Campaign struct {
 	Suites  []SuiteSpec
 	Repeats int
 	// Resume skips runs whose run.json is complete (and arms whose runs
-	// all are, hooks included).
+	// all are, without starting their stack or running their hooks).
 	Resume bool
 	// BeforeArm and AfterArm are shell commands run before and after each
 	// arm with ARM_NAME, ARM_LB_CONFIG, RESULTS_DIR (the arm's folder)
 	// and CAMPAIGN_DIR in their environment.
 	BeforeArm, AfterArm string
+	// Stack, when set, is started before each arm and stopped after it;
+	// the arm's runs go to the URL it returns. It excludes the hooks.
+	Stack ArmStack
 	// Template is the run template: client, bounds, progress; Workload,
 	// Dir and Meta.Arm/Repeat are set per run.
 	Template RunSpec
@@ -182,9 +218,20 @@ type ArmRecord struct {
 	Started      time.Time         `json:"started"`
 }
 
+// Validate rejects a campaign that cannot run as configured.
+func (c *Campaign) Validate() error {
+	if c.Stack != nil && (c.BeforeArm != "" || c.AfterArm != "") {
+		return ErrStackAndHooks
+	}
+	return nil
+}
+
 // Run generates (or reuses) the workloads, runs every arm and writes
 // campaign.json, summary.md and the comparison plots.
 func (c *Campaign) Run(ctx context.Context) (*CampaignReport, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
 	if c.Repeats < 1 {
 		c.Repeats = 1
 	}
@@ -248,7 +295,7 @@ func runDir(armDir, key string, repeat int) string {
 	return filepath.Join(armDir, key, fmt.Sprintf("r%d", repeat))
 }
 
-func (c *Campaign) runArm(ctx context.Context, arm Arm, suites []CampaignSuite, loads map[string]*workload.Workload) (map[string]Stats, error) {
+func (c *Campaign) runArm(ctx context.Context, arm Arm, suites []CampaignSuite, loads map[string]*workload.Workload) (_ map[string]Stats, err error) {
 	armDir := filepath.Join(c.Out, "arms", arm.Name)
 	results := map[string]Stats{}
 	pending := false
@@ -290,6 +337,36 @@ func (c *Campaign) runArm(ctx context.Context, arm Arm, suites []CampaignSuite, 
 	if err := c.hook(ctx, "--before-arm", c.BeforeArm, env); err != nil {
 		return results, err
 	}
+	tmpl := c.Template
+	if c.Stack != nil {
+		stackArm := arm
+		stackArm.LBConfig = lbCopy
+		if lbCopy != "" {
+			// The stack's processes may run elsewhere than here.
+			stackArm.LBConfig, _ = filepath.Abs(lbCopy)
+		}
+		// Deferred, so the stack stops also when a run fails or panics;
+		// with a fresh context, so it stops also after a Ctrl-C.
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), downTimeout)
+			defer cancel()
+			if derr := c.Stack.Down(dctx, armDir); derr != nil && err == nil {
+				err = fmt.Errorf("stopping the stack: %w", derr)
+			}
+			fmt.Fprintf(c.Log, "loadgen campaign: %s: stack stopped\n", arm.Name)
+		}()
+		fmt.Fprintf(c.Log, "loadgen campaign: %s: starting the stack\n", arm.Name)
+		started := time.Now()
+		target, upErr := c.Stack.Up(ctx, stackArm, armDir)
+		if upErr != nil {
+			return results, fmt.Errorf("starting the stack: %w", upErr)
+		}
+		fmt.Fprintf(c.Log, "loadgen campaign: %s: stack up in %.1f s, runs go to %s\n", arm.Name, time.Since(started).Seconds(), target.URL)
+		tmpl.Client.BaseURL = target.URL
+		if target.APIKey != "" {
+			tmpl.Client.APIKey = target.APIKey
+		}
+	}
 	var runErr error
 	for _, s := range suites {
 		for r := 1; r <= c.Repeats && runErr == nil; r++ {
@@ -298,7 +375,7 @@ func (c *Campaign) runArm(ctx context.Context, arm Arm, suites []CampaignSuite, 
 				fmt.Fprintf(c.Log, "loadgen campaign: %s/%s r%d complete, skipped (--resume)\n", arm.Name, s.Key, r)
 				continue
 			}
-			spec := c.Template
+			spec := tmpl
 			spec.Workload, spec.Path, spec.Fingerprint, spec.Dir = loads[s.Key], s.Workload, s.Fingerprint, dir
 			spec.Meta.Arm, spec.Meta.Repeat = arm.Name, r
 			spec.Meta.Loadgen = c.Build

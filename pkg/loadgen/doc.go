@@ -8,8 +8,9 @@
 //
 // It only sends what a workload file says, to the URL it is given, within
 // the bounds it is given (request count, per-request timeout, run
-// deadline). It never starts or restarts the stack: a campaign's
-// --before-arm/--after-arm hooks do that. Open-loop sends, deadlines and
+// deadline). It never starts the stack itself: a campaign's ArmStack
+// (loadgen campaign --compare) or its --before-arm/--after-arm hooks start
+// and stop the stack around each arm. Open-loop sends, deadlines and
 // timeouts are scheduled on an injected clock.Clock so tests drive them
 // with clock.Fake.
 package loadgen

@@ -23,6 +23,7 @@ import (
 
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/internal/stack"
 	"github.com/stargate-router/stargate/pkg/loadgen"
 	"github.com/stargate-router/stargate/pkg/workload"
 )
@@ -136,9 +137,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return exitFailed
 	}
 	started := time.Now()
-	f := defaultFleet()
-	f.queueAdmission = o.queueAdmission
-	lb, err := lbConfig(f.model, o.algorithm, o.waitMs)
+	f := stack.DemoFleet()
+	f.QueueAdmission = o.queueAdmission
+	lb, err := lbConfig(f.Model, o.algorithm, o.waitMs)
 	if err != nil {
 		return fail(err)
 	}
@@ -150,23 +151,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := os.WriteFile(lbPath, lb, 0o600); err != nil {
 		return fail(err)
 	}
+	fmt.Fprintf(stdout, "stargate demo: starting a gateway, a hub and %d clusters on loopback (logs in %s)\n", len(f.ClusterIDs()), filepath.Join(dir, "logs"))
 	// Credentials stay out of the results folder, in a private temporary
-	// one removed at the end (after every child has stopped: deferred
-	// first, so it runs last).
-	secretDir, err := os.MkdirTemp("", "stargate-demo-")
+	// one the stack removes once every child has stopped.
+	st, err := stack.Start(ctx, stack.Options{BinDir: o.binDir, LogDir: filepath.Join(dir, "logs"), Fleet: f,
+		LBConfigPath: lbPath, Principal: "demo"})
 	if err != nil {
 		return fail(err)
 	}
-	defer func() { _ = os.RemoveAll(secretDir) }()
-	st := newStack(o.binDir, filepath.Join(dir, "logs"))
-	defer st.stop()
-
-	fmt.Fprintf(stdout, "stargate demo: starting a gateway, a hub and %d clusters on loopback (logs in %s)\n", len(f.clusterIDs()), filepath.Join(dir, "logs"))
-	ep, err := startStack(ctx, st, f, lbPath, secretDir)
-	if err != nil {
-		return fail(err)
-	}
-	wl, err := workload.Generate(workload.SuiteSessions, workload.SuiteParams{Seed: o.seed, Model: f.model,
+	defer st.Stop()
+	ep := st.Endpoints()
+	wl, err := workload.Generate(workload.SuiteSessions, workload.SuiteParams{Seed: o.seed, Model: f.Model,
 		Workers: o.workers, Sessions: o.sessions, Turns: o.turns})
 	if err != nil {
 		return fail(err)
@@ -183,7 +178,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if classifies {
 		// The stack is still up after a Ctrl-C: read it anyway, briefly.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		sel, selErr = scrapeSelections(sctx, ep.hubMetrics, f.model)
+		sel, selErr = scrapeSelections(sctx, ep.HubMetrics, f.Model)
 		cancel()
 	}
 	sum := newSummary(rep.Stats, sel, selErr, f)
@@ -209,7 +204,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	if o.keep {
-		printKeep(stdout, ep, secretDir)
+		printKeep(stdout, ep, f.Model)
 		<-ctx.Done()
 		fmt.Fprintln(stdout, "\nstopping everything the demo started")
 	}
@@ -224,7 +219,7 @@ const clientRetries = 2
 // drive replays the workload through the gateway, streaming, with a
 // progress bar on a terminal and a line every few seconds otherwise. It
 // returns the run's report (partial when interrupted, with an error).
-func drive(ctx context.Context, o *options, ep *endpoints, wl *workload.Workload, dir string, progress io.Writer) (*loadgen.RunReport, error) {
+func drive(ctx context.Context, o *options, ep stack.Endpoints, wl *workload.Workload, dir string, progress io.Writer) (*loadgen.RunReport, error) {
 	path := filepath.Join(dir, "workload.jsonl")
 	fp, err := wl.WriteFile(path)
 	if err != nil {
@@ -237,8 +232,8 @@ func drive(ctx context.Context, o *options, ep *endpoints, wl *workload.Workload
 	}
 	return loadgen.Execute(ctx, loadgen.RunSpec{
 		Workload: wl, Path: path, Fingerprint: fp, Dir: dir,
-		Client: loadgen.Client{HTTP: loadgen.NewHTTPClient(), BaseURL: ep.gateway, Target: loadgen.TargetGateway,
-			APIKey: ep.apiKey, Stream: true, Clock: clk, Retries: clientRetries, RetryBackoff: 250 * time.Millisecond},
+		Client: loadgen.Client{HTTP: loadgen.NewHTTPClient(), BaseURL: ep.Gateway, Target: loadgen.TargetGateway,
+			APIKey: ep.APIKey, Stream: true, Clock: clk, Retries: clientRetries, RetryBackoff: 250 * time.Millisecond},
 		Config:         loadgen.Config{Deadline: o.deadline, Clock: clk},
 		Meta:           loadgen.Meta{Arm: o.algorithm, Loadgen: loadgen.ReadBuildInfo(version)},
 		ProgressOut:    progress,
@@ -258,17 +253,17 @@ func isTTY(w io.Writer) bool {
 }
 
 // printBanner says what runs where and what the workload is.
-func printBanner(w io.Writer, o *options, f fleet, ep *endpoints, wl *workload.Workload, startup time.Duration) {
-	fmt.Fprintf(w, "stack up in %.1f s: gateway %s/v1 -> hub %s -> %d clusters\n", startup.Seconds(), ep.gateway, ep.hub, len(f.clusterIDs()))
+func printBanner(w io.Writer, o *options, f stack.Fleet, ep stack.Endpoints, wl *workload.Workload, startup time.Duration) {
+	fmt.Fprintf(w, "stack up in %.1f s: gateway %s/v1 -> hub %s -> %d clusters\n", startup.Seconds(), ep.Gateway, ep.Hub, len(f.ClusterIDs()))
 	alg := o.algorithm
 	if affinityAlgorithms[alg] {
 		alg += fmt.Sprintf(" (cache_affinity_wait_ms %d, last_cluster_affinity on)", o.waitMs)
 	}
-	fmt.Fprintf(w, "  hub routes %s with %s\n", f.model, alg)
-	for _, line := range f.describe() {
+	fmt.Fprintf(w, "  hub routes %s with %s\n", f.Model, alg)
+	for _, line := range f.Describe() {
 		fmt.Fprintln(w, "  "+line)
 	}
-	fmt.Fprintf(w, "  every engine runs %d requests at once; prefill rates are cold/cached prompt tokens per second\n", f.slots)
+	fmt.Fprintf(w, "  every engine runs %d requests at once; prefill rates are cold/cached prompt tokens per second\n", f.Slots)
 	sources := map[string]map[string]bool{}
 	requests := map[string]int{}
 	for _, r := range wl.Requests {
@@ -288,14 +283,14 @@ func printBanner(w io.Writer, o *options, f fleet, ep *endpoints, wl *workload.W
 }
 
 // printKeep lists the running stack's URLs.
-func printKeep(w io.Writer, ep *endpoints, secretDir string) {
+func printKeep(w io.Writer, ep stack.Endpoints, model string) {
 	fmt.Fprintf(w, "\nDEMO_KEEP: the stack stays up until Ctrl-C\n")
-	fmt.Fprintf(w, "  gateway        %s/v1  (API key %s, in %s)\n", ep.gateway, ep.apiKey, filepath.Join(secretDir, "api-keys"))
-	fmt.Fprintf(w, "  hub state      %s/debug/state\n", ep.hub)
-	fmt.Fprintf(w, "  metrics        gateway %s  hub %s\n", ep.gatewayMetrics, ep.hubMetrics)
-	for _, id := range slices.Sorted(maps.Keys(ep.pylonMetrics)) {
-		fmt.Fprintf(w, "                 pylon %s %s\n", id, ep.pylonMetrics[id])
+	fmt.Fprintf(w, "  gateway        %s/v1  (API key %s, in %s)\n", ep.Gateway, ep.APIKey, ep.APIKeysFile)
+	fmt.Fprintf(w, "  hub state      %s/debug/state\n", ep.Hub)
+	fmt.Fprintf(w, "  metrics        gateway %s  hub %s\n", ep.GatewayMetrics, ep.HubMetrics)
+	for _, id := range slices.Sorted(maps.Keys(ep.PylonMetrics)) {
+		fmt.Fprintf(w, "                 pylon %s %s\n", id, ep.PylonMetrics[id])
 	}
-	fmt.Fprintf(w, "  try            curl -sN %s/v1/chat/completions -H 'Authorization: Bearer %s' \\\n", ep.gateway, ep.apiKey)
-	fmt.Fprintf(w, "                   -d '{\"model\":\"%s\",\"stream\":true,\"prompt_cache_key\":\"s1\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'\n", demoModel)
+	fmt.Fprintf(w, "  try            curl -sN %s/v1/chat/completions -H 'Authorization: Bearer %s' \\\n", ep.Gateway, ep.APIKey)
+	fmt.Fprintf(w, "                   -d '{\"model\":\"%s\",\"stream\":true,\"prompt_cache_key\":\"s1\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'\n", model)
 }

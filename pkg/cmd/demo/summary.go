@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	prommodel "github.com/prometheus/common/model"
 
+	"github.com/stargate-router/stargate/pkg/internal/stack"
 	"github.com/stargate-router/stargate/pkg/loadgen"
 )
 
@@ -89,10 +90,10 @@ type summary struct {
 	regionOf map[string]string
 }
 
-func newSummary(st loadgen.Stats, sel selections, selErr error, f fleet) *summary {
-	s := &summary{stats: st, sel: sel, selErr: selErr, regionOf: f.regionOf()}
-	for _, r := range f.regions {
-		s.regions = append(s.regions, r.name)
+func newSummary(st loadgen.Stats, sel selections, selErr error, f stack.Fleet) *summary {
+	s := &summary{stats: st, sel: sel, selErr: selErr, regionOf: f.RegionOf()}
+	for _, r := range f.Regions {
+		s.regions = append(s.regions, r.Name)
 	}
 	return s
 }

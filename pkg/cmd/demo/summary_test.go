@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stargate-router/stargate/pkg/internal/stack"
 	"github.com/stargate-router/stargate/pkg/loadgen"
 )
 
@@ -68,7 +69,7 @@ func goodSelections() selections {
 
 func TestSummaryWrite(t *testing.T) {
 	var b bytes.Buffer
-	newSummary(goodStats(), goodSelections(), nil, defaultFleet()).write(&b)
+	newSummary(goodStats(), goodSelections(), nil, stack.DemoFleet()).write(&b)
 	out := b.String()
 	for _, want := range []string{
 		"requests   200: 200 ok, 0 failed, 0 skipped, 0 aborted in 8.5 s (23.5 ok req/s); 1 client retries",
@@ -94,7 +95,7 @@ func TestSummaryWrite(t *testing.T) {
 	st.OK, st.Failed, st.Errors = 197, 3, map[string]int{"HTTP 503: overloaded": 2, "HTTP 502: bad gateway": 1}
 	st.Clusters = append(st.Clusters, loadgen.ClusterShare{Cluster: "", Requests: 5, SharePct: 2.5})
 	b.Reset()
-	newSummary(st, nil, errors.New("connection refused"), defaultFleet()).write(&b)
+	newSummary(st, nil, errors.New("connection refused"), stack.DemoFleet()).write(&b)
 	out = b.String()
 	for _, want := range []string{"errors\n      2 x HTTP 503: overloaded\n      1 x HTTP 502: bad gateway\n",
 		`unknown ("")`, "hub session states: not available (connection refused)"} {
@@ -105,7 +106,7 @@ func TestSummaryWrite(t *testing.T) {
 }
 
 func TestProblems(t *testing.T) {
-	if p := newSummary(goodStats(), goodSelections(), nil, defaultFleet()).problems(true); len(p) != 0 {
+	if p := newSummary(goodStats(), goodSelections(), nil, stack.DemoFleet()).problems(true); len(p) != 0 {
 		t.Fatalf("a good run fails: %v", p)
 	}
 	for _, c := range []struct {
@@ -124,17 +125,17 @@ func TestProblems(t *testing.T) {
 	} {
 		st, sel := goodStats(), goodSelections()
 		c.change(&st, &sel)
-		p := newSummary(st, sel, nil, defaultFleet()).problems(true)
+		p := newSummary(st, sel, nil, stack.DemoFleet()).problems(true)
 		if len(p) == 0 || !strings.Contains(strings.Join(p, "\n"), c.want) {
 			t.Errorf("%s: problems %q, want one saying %q", c.name, p, c.want)
 		}
 	}
 	// Without classification (power-of-n) the hub's states are not
 	// required; with it, a failed scrape fails the check.
-	if p := newSummary(goodStats(), nil, nil, defaultFleet()).problems(false); len(p) != 0 {
+	if p := newSummary(goodStats(), nil, nil, stack.DemoFleet()).problems(false); len(p) != 0 {
 		t.Errorf("unclassified run fails: %v", p)
 	}
-	if p := newSummary(goodStats(), nil, errors.New("refused"), defaultFleet()).problems(true); len(p) != 1 {
+	if p := newSummary(goodStats(), nil, errors.New("refused"), stack.DemoFleet()).problems(true); len(p) != 1 {
 		t.Errorf("failed scrape: %v", p)
 	}
 }

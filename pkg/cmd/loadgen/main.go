@@ -5,7 +5,8 @@
 //	loadgen generate --suite sessions --seed 42 --out w.jsonl
 //	loadgen run --workload w.jsonl --target gateway --url http://127.0.0.1:8080 --api-key KEY --out results/run1
 //	loadgen report results/run1
-//	loadgen campaign --suites sessions,mixed --arms arms.json --out results/
+//	loadgen campaign --suites sessions,mixed --arms arms.json --out results/ --target hub --url http://127.0.0.1:8000
+//	loadgen campaign --compare --suites sessions,mixed --arms bench/compare/arms.json --out results/compare
 //
 // Every flag also reads a LOADGEN_* environment variable; run a
 // subcommand with --help for the list.
@@ -47,6 +48,7 @@ Usage:
   loadgen run      --workload FILE --target gateway|hub --url URL [--api-key KEY] --out DIR
   loadgen report   DIR...   (re-render run or campaign folders from their requests.jsonl)
   loadgen campaign --suites a,b --arms arms.json --out DIR [run flags] [suite flags]
+  loadgen campaign --compare --suites a,b --arms arms.json --out DIR   (a fresh stack per arm)
   loadgen version
 
 Suites: smoke, capacity, sessions, high-context, mixed.
@@ -374,10 +376,17 @@ func rerenderCampaign(dir string) error {
 func campaign(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var rf runFlags
 	var sf suiteFlags
+	var cf compareFlags
 	var suites, armsPath, out, before, after string
-	var repeats int
+	var repeats, maxErrors int
 	var resume bool
-	fs := cli.New("loadgen campaign", "loadgen campaign: run every suite on every arm (each arm names a hub lb-config) and write per-arm results and a side-by-side summary.", stdout)
+	fs := cli.New("loadgen campaign", `loadgen campaign: run every suite on every arm (each arm names a hub lb-config) and write per-arm results and a side-by-side summary.
+
+With --compare it starts a fresh stack for every arm from the binaries in --bin (a gateway with
+embedded Olric, the hub with the arm's lb-config, 4 clusters of a pylon and a mock engine: the
+benchmark fleet of docs/benchmarks.md), empties the engines' caches, records versions.txt and
+engines-before.txt in the arm's folder, runs the arm, records engines-after.txt and stops it all
+(also on failure or Ctrl-C).`, stdout)
 	fs.String(&suites, "suites", "LOADGEN_SUITES", "", "comma-separated suites; capacity expands to one workload per rate, capacity@R names one")
 	fs.String(&armsPath, "arms", "LOADGEN_ARMS", "", `arms file: [{"name": "p2", "lb_config": "p2.json", "description": "...", "info": {...}}, ...]`)
 	fs.String(&out, "out", "LOADGEN_OUT", "", "campaign results folder")
@@ -385,6 +394,10 @@ func campaign(ctx context.Context, args []string, getenv func(string) string, st
 	fs.Bool(&resume, "resume", "LOADGEN_RESUME", false, "skip runs whose run.json is complete (and arms whose runs all are, hooks included)")
 	fs.String(&before, "before-arm", "LOADGEN_BEFORE_ARM", "", "shell command run before each arm (env ARM_NAME, ARM_LB_CONFIG, RESULTS_DIR, CAMPAIGN_DIR), e.g. a stack restart")
 	fs.String(&after, "after-arm", "LOADGEN_AFTER_ARM", "", "shell command run after each arm, same environment")
+	fs.Bool(&cf.on, "compare", "LOADGEN_COMPARE", false, "start a fresh stack per arm and send the runs to its gateway (or hub, --target); excludes --url, --api-key(-file) and the hooks")
+	fs.String(&cf.bin, "bin", "LOADGEN_BIN", "", "with --compare: folder holding hub, gateway, pylon and mock-engine (default: this loadgen's own folder)")
+	fs.String(&cf.stackLogs, "stack-logs", "LOADGEN_STACK_LOGS", "", "with --compare: the processes' logs go to DIR/<arm>/ (default: the arm's results folder)")
+	fs.Int(&maxErrors, "max-errors", "LOADGEN_MAX_ERRORS", -1, "exit 1 when an arm's suite has more than N requests that did not succeed, summed over repeats (-1 = no limit)")
 	rf.register(fs)
 	sf.register(fs)
 	if err := parse(fs, args, getenv); err != nil {
@@ -399,8 +412,14 @@ func campaign(ctx context.Context, args []string, getenv func(string) string, st
 		return bad("--out is required")
 	case repeats < 1:
 		return bad("--repeats: must be >= 1, got %d", repeats)
+	case maxErrors < -1:
+		return bad("--max-errors: must be >= 0, or -1 for no limit, got %d", maxErrors)
 	}
-	if err := rf.validate(true); err != nil {
+	st, err := cf.newArmStack(fs.Set, &rf, sf.p.Model)
+	if err != nil {
+		return err
+	}
+	if err := rf.validate(st == nil); err != nil {
 		return err
 	}
 	specs, err := loadgen.ExpandSuites(strings.Split(suites, ","), sf.params())
@@ -414,6 +433,13 @@ func campaign(ctx context.Context, args []string, getenv func(string) string, st
 	tmpl := rf.template(stderr)
 	c := &loadgen.Campaign{Out: out, Arms: arms, Suites: specs, Repeats: repeats, Resume: resume, BeforeArm: before, AfterArm: after,
 		Template: tmpl, Build: loadgen.ReadBuildInfo(version), Log: stderr}
+	if st != nil {
+		// A nil *armStack in the interface would not be nil.
+		c.Stack = st
+	}
+	if err := c.Validate(); err != nil {
+		return &usageError{err}
+	}
 	rep, err := c.Run(ctx)
 	if err != nil {
 		return err
@@ -425,5 +451,8 @@ func campaign(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	fmt.Fprint(stdout, md.String())
 	fmt.Fprintf(stdout, "\nfull summary: %s\n", filepath.Join(out, "summary.md"))
+	if maxErrors >= 0 {
+		return errorsOver(rep, maxErrors)
+	}
 	return nil
 }

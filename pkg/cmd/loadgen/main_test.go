@@ -61,8 +61,9 @@ func TestHelpListsFlagsAndEnv(t *testing.T) {
 	for cmd, wants := range map[string][]string{
 		"generate": {"--suite", "LOADGEN_SUITE", "--seed", "LOADGEN_SEED", "--scale", "--workers"},
 		"run":      {"--workload", "--target", "LOADGEN_TARGET", "--api-key-file", "--max-requests", "--timeout", "--deadline", "LOADGEN_DEADLINE"},
-		"campaign": {"--suites", "--arms", "--resume", "--before-arm", "LOADGEN_AFTER_ARM", "--repeats"},
-		"report":   {"--dir", "LOADGEN_REPORT_DIR"},
+		"campaign": {"--suites", "--arms", "--resume", "--before-arm", "LOADGEN_AFTER_ARM", "--repeats",
+			"--compare", "LOADGEN_COMPARE", "--bin", "LOADGEN_BIN", "--stack-logs", "--max-errors", "LOADGEN_MAX_ERRORS"},
+		"report": {"--dir", "LOADGEN_REPORT_DIR"},
 	} {
 		code, out, _ := runCLI(t, nil, cmd, "--help")
 		if code != 0 {

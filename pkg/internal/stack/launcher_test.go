@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"fmt"
@@ -10,23 +10,31 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
-// childEnv makes the test binary act as a child process: it serves 200 on
-// the port it names and exits on SIGTERM; "fail" makes it exit at once.
-const childEnv = "DEMO_TEST_CHILD"
+// childEnv makes the test binary act as a child process. A port number
+// makes it serve 200 on that port until SIGTERM; "fail" makes it exit at
+// once; "fleet" makes it play the binary it was started as (fakeFleet).
+const childEnv = "STACK_TEST_CHILD"
 
+// TestMain runs a child when asked to and otherwise the tests, failing the
+// package if one leaves a goroutine behind.
 func TestMain(m *testing.M) {
 	if v := os.Getenv(childEnv); v != "" {
 		os.Exit(child(v))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func child(v string) int {
-	if v == "fail" {
+	switch {
+	case v == "fail":
 		fmt.Fprintln(os.Stderr, "child: refusing to start")
 		return 2
+	case strings.HasPrefix(v, "fleet"):
+		return fakeFleet(v)
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)
@@ -50,9 +58,14 @@ func self(name, mode string) service {
 		ready: func(p []int) string { return "http://" + addr(p[0]) + "/" }}
 }
 
-func TestStackStartsAndStopsEveryChild(t *testing.T) {
-	st := newStack(filepath.Dir(os.Args[0]), t.TempDir())
-	ports, err := st.startAll(t.Context(), self("one", ""), self("two", ""))
+func testLauncher(t *testing.T) *launcher {
+	t.Helper()
+	return newLauncher(filepath.Dir(os.Args[0]), t.TempDir(), &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()})
+}
+
+func TestLauncherStartsAndStopsEveryChild(t *testing.T) {
+	l := testLauncher(t)
+	ports, err := l.startAll(t.Context(), self("one", ""), self("two", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +78,11 @@ func TestStackStartsAndStopsEveryChild(t *testing.T) {
 			seen[p] = true
 		}
 	}
-	procs := st.procs
+	procs := l.procs
 	if len(procs) != 2 {
 		t.Fatalf("%d children, want 2", len(procs))
 	}
-	st.stop()
+	l.stop()
 	for _, p := range procs {
 		select {
 		case <-p.exited:
@@ -77,15 +90,15 @@ func TestStackStartsAndStopsEveryChild(t *testing.T) {
 			t.Errorf("%s still running after stop", p.name)
 		}
 	}
-	if len(st.procs) != 0 {
-		t.Errorf("stop left %d children listed", len(st.procs))
+	if len(l.procs) != 0 {
+		t.Errorf("stop left %d children listed", len(l.procs))
 	}
 }
 
-func TestStackReportsAChildThatFails(t *testing.T) {
-	st := newStack(filepath.Dir(os.Args[0]), t.TempDir())
-	defer st.stop()
-	_, err := st.startAll(t.Context(), self("ok", ""), self("bad", "fail"))
+func TestLauncherReportsAChildThatFails(t *testing.T) {
+	l := testLauncher(t)
+	defer l.stop()
+	_, err := l.startAll(t.Context(), self("ok", ""), self("bad", "fail"))
 	if err == nil || !strings.Contains(err.Error(), "bad: exited before it was ready") || !strings.Contains(err.Error(), "child: refusing to start") {
 		t.Fatalf("error %v, want the failing child named with its log", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"context"
@@ -15,13 +15,16 @@ import (
 	"time"
 )
 
-// settle is how long the demo waits for a started binary to answer.
+// settle is how long a started binary has to answer.
 const settle = 20 * time.Second
 
-// stack starts this project's binaries as child processes and stops every
-// one of them. Each child writes its output to <logDir>/<name>.log.
-type stack struct {
+// launcher starts this project's binaries as child processes and stops
+// every one of them. Each child writes its output to <logDir>/<name>.log.
+type launcher struct {
 	binDir, logDir string
+	// http polls readiness; its idle connections are closed by stop so no
+	// keep-alive goroutine outlives the stack.
+	http *http.Client
 
 	mu    sync.Mutex
 	procs []*proc
@@ -51,15 +54,15 @@ type service struct {
 	ready        func(ports []int) string
 }
 
-func newStack(binDir, logDir string) *stack {
-	return &stack{binDir: binDir, logDir: logDir, ports: map[int]bool{}}
+func newLauncher(binDir, logDir string, client *http.Client) *launcher {
+	return &launcher{binDir: binDir, logDir: logDir, http: client, ports: map[int]bool{}}
 }
 
 // freePorts asks the kernel for n unused loopback ports. Another process
 // can take one before the child binds; start retries in that case.
-func (s *stack) freePorts(n int) ([]int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (l *launcher) freePorts(n int) ([]int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	out := make([]int, 0, n)
 	for len(out) < n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -68,8 +71,8 @@ func (s *stack) freePorts(n int) ([]int, error) {
 		}
 		p := ln.Addr().(*net.TCPAddr).Port
 		_ = ln.Close()
-		if !s.ports[p] {
-			s.ports[p] = true
+		if !l.ports[p] {
+			l.ports[p] = true
 			out = append(out, p)
 		}
 	}
@@ -78,15 +81,15 @@ func (s *stack) freePorts(n int) ([]int, error) {
 
 // startAll starts svcs at once and waits until every one is ready; it
 // returns each one's ports in order.
-func (s *stack) startAll(ctx context.Context, svcs ...service) ([][]int, error) {
-	s.mu.Lock()
-	s.wave++
-	s.mu.Unlock()
+func (l *launcher) startAll(ctx context.Context, svcs ...service) ([][]int, error) {
+	l.mu.Lock()
+	l.wave++
+	l.mu.Unlock()
 	ports := make([][]int, len(svcs))
 	errs := make([]error, len(svcs))
 	var wg sync.WaitGroup
 	for i := range svcs {
-		wg.Go(func() { ports[i], errs[i] = s.start(ctx, svcs[i]) })
+		wg.Go(func() { ports[i], errs[i] = l.start(ctx, svcs[i]) })
 	}
 	wg.Wait()
 	return ports, errors.Join(errs...)
@@ -94,10 +97,10 @@ func (s *stack) startAll(ctx context.Context, svcs ...service) ([][]int, error) 
 
 // start runs svc, retrying with fresh ports when it exits before it is
 // ready (most likely a port taken in the meantime).
-func (s *stack) start(ctx context.Context, svc service) ([]int, error) {
+func (l *launcher) start(ctx context.Context, svc service) ([]int, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3 && ctx.Err() == nil; attempt++ {
-		ports, err := s.freePorts(svc.ports)
+		ports, err := l.freePorts(svc.ports)
 		if err != nil {
 			return nil, err
 		}
@@ -105,11 +108,11 @@ func (s *stack) start(ctx context.Context, svc service) ([]int, error) {
 		if svc.env != nil {
 			env = svc.env(ports)
 		}
-		p, err := s.spawn(svc.name, svc.binary, env, svc.args(ports))
+		p, err := l.spawn(svc.name, svc.binary, env, svc.args(ports))
 		if err != nil {
 			return nil, err
 		}
-		lastErr = waitReady(ctx, svc.ready(ports), p)
+		lastErr = l.waitReady(ctx, svc.ready(ports), p)
 		if lastErr == nil {
 			return ports, nil
 		}
@@ -118,29 +121,29 @@ func (s *stack) start(ctx context.Context, svc service) ([]int, error) {
 		default:
 			// Alive but not ready within settle: another attempt would
 			// not do better.
-			return nil, fmt.Errorf("%s: %w%s", svc.name, lastErr, s.logTail(svc.name))
+			return nil, fmt.Errorf("%s: %w%s", svc.name, lastErr, l.logTail(svc.name))
 		}
 	}
 	if lastErr == nil {
 		lastErr = ctx.Err()
 	}
-	return nil, fmt.Errorf("%s: %w%s", svc.name, lastErr, s.logTail(svc.name))
+	return nil, fmt.Errorf("%s: %w%s", svc.name, lastErr, l.logTail(svc.name))
 }
 
 // spawn starts one child with its output appended to its log file.
-func (s *stack) spawn(name, binary string, env, args []string) (*proc, error) {
-	//nolint:gosec // G304: the log folder is the demo's own, the name a service's.
-	log, err := os.OpenFile(filepath.Join(s.logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+func (l *launcher) spawn(name, binary string, env, args []string) (*proc, error) {
+	//nolint:gosec // G304: the log folder is the caller's own, the name a service's.
+	log, err := os.OpenFile(filepath.Join(l.logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = log.Close() }() // the child holds its own descriptor
-	//nolint:gosec // G204: the demo runs this project's own binaries from --bin-dir.
-	cmd := exec.Command(filepath.Join(s.binDir, binary), args...)
+	//nolint:gosec // G204: this project's own binaries from the caller's bin folder.
+	cmd := exec.Command(filepath.Join(l.binDir, binary), args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// A process group of its own: Ctrl-C in the terminal reaches only the
-	// demo, which stops its children itself (and still writes the partial
+	// parent, which stops its children itself (and still writes partial
 	// results first).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	fmt.Fprintf(log, "# %s %s\n", binary, strings.Join(args, " "))
@@ -152,22 +155,22 @@ func (s *stack) spawn(name, binary string, env, args []string) (*proc, error) {
 		_ = cmd.Wait()
 		close(p.exited)
 	}()
-	s.mu.Lock()
-	p.wave = s.wave
-	s.procs = append(s.procs, p)
-	s.mu.Unlock()
+	l.mu.Lock()
+	p.wave = l.wave
+	l.procs = append(l.procs, p)
+	l.mu.Unlock()
 	return p, nil
 }
 
 // waitReady polls url until it answers 200, the child exits or settle
 // passes.
-func waitReady(ctx context.Context, url string, p *proc) error {
+func (l *launcher) waitReady(ctx context.Context, url string, p *proc) error {
 	return poll(ctx, p.exited, func() (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return false, err
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := l.http.Do(req)
 		if err != nil {
 			return false, nil
 		}
@@ -198,8 +201,8 @@ func poll(ctx context.Context, exited <-chan struct{}, ready func() (bool, error
 }
 
 // logTail is the end of a child's log, for an error message.
-func (s *stack) logTail(name string) string {
-	b, err := os.ReadFile(filepath.Join(s.logDir, name+".log")) //nolint:gosec // G304: as in spawn
+func (l *launcher) logTail(name string) string {
+	b, err := os.ReadFile(filepath.Join(l.logDir, name+".log")) //nolint:gosec // G304: as in spawn
 	if err != nil || len(b) == 0 {
 		return ""
 	}
@@ -213,11 +216,11 @@ func (s *stack) logTail(name string) string {
 // a wave, then wait for it. A child still running after the grace period
 // gets SIGKILL; stop returns only once every child has exited, so none is
 // left behind.
-func (s *stack) stop() {
-	s.mu.Lock()
-	procs, last := s.procs, s.wave
-	s.procs = nil
-	s.mu.Unlock()
+func (l *launcher) stop() {
+	l.mu.Lock()
+	procs, last := l.procs, l.wave
+	l.procs = nil
+	l.mu.Unlock()
 	grace := time.NewTimer(10 * time.Second)
 	defer grace.Stop()
 	expired := false
@@ -242,4 +245,5 @@ func (s *stack) stop() {
 			<-p.exited
 		}
 	}
+	l.http.CloseIdleConnections()
 }

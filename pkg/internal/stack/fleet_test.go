@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"encoding/json"
@@ -21,66 +21,84 @@ func flagValue(args []string, name string) (string, bool) {
 	return "", false
 }
 
-func TestLBConfig(t *testing.T) {
-	for _, c := range []struct {
-		algorithm string
-		want      map[string]any
-	}{
-		{"pulsar-wait-and-widen", map[string]any{"algorithm": "pulsar-wait-and-widen", "cache_affinity_wait_ms": 200.0, "last_cluster_affinity": true}},
-		{"wait-and-widen", map[string]any{"algorithm": "wait-and-widen", "cache_affinity_wait_ms": 200.0, "last_cluster_affinity": true,
-			"cache_affinity_backend_selection_count": 1.0}},
-		// The hub refuses last_cluster_affinity on other algorithms.
-		{"power-of-n", map[string]any{"algorithm": "power-of-n"}},
-	} {
-		b, err := lbConfig("m", c.algorithm, 200)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got struct {
-			Models map[string]map[string]any `json:"models"`
-		}
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Fatalf("%s: %v in %s", c.algorithm, err, b)
-		}
-		if len(got.Models) != 1 || len(got.Models["m"]) != len(c.want) {
-			t.Fatalf("%s: got %s, want model m with %v", c.algorithm, b, c.want)
-		}
-		for k, v := range c.want {
-			if got.Models["m"][k] != v {
-				t.Errorf("%s: %s = %v, want %v", c.algorithm, k, got.Models["m"][k], v)
-			}
-		}
-	}
-}
-
-func TestDefaultFleet(t *testing.T) {
-	f := defaultFleet()
-	if got := f.clusterIDs(); !slices.Equal(got, []string{"near-a", "near-b", "far-a", "far-b"}) {
+func TestDemoFleet(t *testing.T) {
+	f := DemoFleet()
+	if got := f.ClusterIDs(); !slices.Equal(got, []string{"near-a", "near-b", "far-a", "far-b"}) {
 		t.Fatalf("clusters %v", got)
 	}
-	if len(f.regions) != 2 || f.regions[0].healthDelayMs >= f.regions[1].healthDelayMs || f.regions[0].ttftMs >= f.regions[1].ttftMs {
-		t.Errorf("want a near and a far region, the far one with the larger RTT and TTFT: %+v", f.regions)
+	if len(f.Regions) != 2 || f.Regions[0].HealthDelayMs >= f.Regions[1].HealthDelayMs || f.Regions[0].TTFTMs >= f.Regions[1].TTFTMs {
+		t.Errorf("want a near and a far region, the far one with the larger RTT and TTFT: %+v", f.Regions)
 	}
 	rates := map[int]bool{}
-	for _, r := range f.regions {
-		for _, c := range r.clusters {
-			rates[c.coldTPS] = true
-			if c.warmTPS <= c.coldTPS {
-				t.Errorf("%s: cached prefill %d not faster than cold %d", c.id, c.warmTPS, c.coldTPS)
+	for _, r := range f.Regions {
+		for _, c := range r.Clusters {
+			rates[c.ColdTPS] = true
+			if c.WarmTPS <= c.ColdTPS {
+				t.Errorf("%s: cached prefill %d not faster than cold %d", c.ID, c.WarmTPS, c.ColdTPS)
 			}
 		}
 	}
 	if len(rates) < 3 {
 		t.Errorf("prefill rates are not heterogeneous: %v", rates)
 	}
-	if f.regionOf()["far-b"] != "far" || f.regionOf()["near-a"] != "near" {
-		t.Errorf("regionOf %v", f.regionOf())
+	if f.RegionOf()["far-b"] != "far" || f.RegionOf()["near-a"] != "near" {
+		t.Errorf("regionOf %v", f.RegionOf())
+	}
+}
+
+// TestBenchFleet pins BenchFleet to what scripts/bench-stack.sh started,
+// flag by flag: the live numbers in docs/benchmarks.md were measured on it.
+func TestBenchFleet(t *testing.T) {
+	f := BenchFleet()
+	s := secrets{registration: "/s/reg", gateway: "/s/gw", apiKeys: "/s/keys"}
+	want := map[string]struct {
+		rtt, cold, cached string
+	}{
+		"near-a": {"1", "64000", "133000"}, "near-b": {"1", "32000", "66000"},
+		"far-a": {"25", "48000", "100000"}, "far-b": {"25", "64000", "133000"},
+	}
+	if got := f.ClusterIDs(); !slices.Equal(got, []string{"near-a", "near-b", "far-a", "far-b"}) {
+		t.Fatalf("clusters %v", got)
+	}
+	for _, r := range f.Regions {
+		for _, c := range r.Clusters {
+			w := want[c.ID]
+			rtt := w.rtt
+			ttft := map[string]string{"1": "21", "25": "45"}[rtt] // 20 ms + the region's RTT
+			for name, v := range map[string]string{
+				"model-name": "dummy-model", "engine-id": c.ID, "prefill-tokens-per-s": w.cold, "cached-prefill-tokens-per-s": w.cached,
+				"ttft-ms": ttft, "health-delay-ms": rtt, "token-delay-ms": "5", "max-concurrent-requests": "16", "log-level": "warn",
+			} {
+				if got, _ := flagValue(mockArgs(f, r, c, 1), name); got != v {
+					t.Errorf("%s engine --%s = %q, want %q", c.ID, name, got, v)
+				}
+			}
+			for name, v := range map[string]string{
+				"model-name": "dummy-model", "cluster-id": c.ID, "inference-server-id": "pylon-" + c.ID,
+				"initial-input-tps": w.cold, "max-engine-concurrency": "16", "kv-cache-stats-path": "/kv-cache/stats",
+				"min-update-interval-ms": "250", "log-level": "warn",
+				// bench-stack.sh left it at the pylon's default, which is on.
+				"pylon-queue-mismatch-retry-enabled": "true",
+			} {
+				if got, _ := flagValue(pylonArgs(f, c, 1, 2, 3, 4, s), name); got != v {
+					t.Errorf("%s pylon --%s = %q, want %q", c.ID, name, got, v)
+				}
+			}
+		}
+	}
+	// No model config: bench-stack.sh's gateway had no max wait.
+	if v, ok := flagValue(gatewayArgs(f, gatewayPorts{}, 1, s), "model-config-json"); ok {
+		t.Errorf("bench gateway has --model-config-json %q", v)
+	}
+	// No lb-config: the hub's permissive default.
+	if v, ok := flagValue(hubArgs(hubPorts{}, "", s), "lb-config-path"); ok {
+		t.Errorf("hub without an lb-config has --lb-config-path %q", v)
 	}
 }
 
 func TestArgs(t *testing.T) {
-	f := defaultFleet()
-	r, c := f.regions[1], f.regions[1].clusters[0]
+	f := DemoFleet()
+	r, c := f.Regions[1], f.Regions[1].Clusters[0]
 	s := secrets{registration: "/s/reg", gateway: "/s/gw", apiKeys: "/s/keys"}
 	for _, tc := range []struct {
 		name string
@@ -88,7 +106,7 @@ func TestArgs(t *testing.T) {
 		want map[string]string
 	}{
 		{"mock", mockArgs(f, r, c, 9001), map[string]string{
-			"listen": "127.0.0.1:9001", "model-name": demoModel, "engine-id": "far-a",
+			"listen": "127.0.0.1:9001", "model-name": "demo-model", "engine-id": "far-a",
 			"prefill-tokens-per-s": "48000", "cached-prefill-tokens-per-s": "100000",
 			"health-delay-ms": "25", "ttft-ms": "35", "max-concurrent-requests": "6",
 		}},
@@ -121,10 +139,10 @@ func TestArgs(t *testing.T) {
 	// request wait instead of failing at once.
 	mc, _ := flagValue(gatewayArgs(f, gatewayPorts{}, 1, s), "model-config-json")
 	var cfg map[string]map[string]int
-	if err := json.Unmarshal([]byte(mc), &cfg); err != nil || cfg[demoModel]["max_wait_ms"] <= 0 {
+	if err := json.Unmarshal([]byte(mc), &cfg); err != nil || cfg["demo-model"]["max_wait_ms"] <= 0 {
 		t.Errorf("--model-config-json %q: %v", mc, err)
 	}
-	f.queueAdmission = false
+	f.QueueAdmission = false
 	if v, _ := flagValue(pylonArgs(f, c, 1, 2, 3, 4, s), "pylon-queue-mismatch-retry-enabled"); v != "false" {
 		t.Errorf("queue admission off: flag %q", v)
 	}

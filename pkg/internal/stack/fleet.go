@@ -1,0 +1,206 @@
+package stack
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Cluster is one simulated GPU cluster: a mock engine and the pylon in
+// front of it. Its ID is also the engine's --engine-id, so a client behind
+// the gateway (which hides the hub's x-stargate-cluster-id) still sees
+// where a request ran, through x-mock-engine-id.
+type Cluster struct {
+	ID string
+	// ColdTPS and WarmTPS are the engine's prefill rates for uncached and
+	// cached prompt tokens; ColdTPS also seeds the pylon's input TPS, the
+	// capacity the hub ranks and estimates with.
+	ColdTPS, WarmTPS int
+}
+
+// Region is a group of clusters at one distance from the hub.
+type Region struct {
+	Name string
+	// HealthDelayMs delays the engines' /health, which the hub probes
+	// over each tunnel every second: it is the RTT the hub measures and
+	// adds to its TTFT estimate. TTFTMs is the engines' base time to first
+	// token, which carries the same distance for the client.
+	HealthDelayMs, TTFTMs int
+	Clusters              []Cluster
+}
+
+// Fleet is the simulated deployment Start runs.
+type Fleet struct {
+	// Model is the one model every engine serves.
+	Model string
+	// Slots is each engine's concurrency (--max-concurrent-requests), also
+	// announced by its pylon (--max-engine-concurrency) so the hub's
+	// capacity rules know when a cluster is full and a session overflows.
+	Slots int
+	// TokenDelayMs is the engines' time per output token.
+	TokenDelayMs int
+	// Regions hold the clusters; their order is the fleet order that
+	// ClusterIDs, the logs and the recorded counters follow.
+	Regions []Region
+	// QueueAdmission is the pylons' queue admission
+	// (--pylon-queue-mismatch-retry-enabled; the pylon's default is on,
+	// as in production). It relies on the pylons applying the hub's
+	// free-slot rule (they know --max-engine-concurrency): without it a
+	// request arriving while another prefills would be refused and sent
+	// away from its cache.
+	QueueAdmission bool
+	// MaxWaitMs is the model's max_wait_ms in the gateway's model config,
+	// sent to the hub as x-max-wait-ms: how long a request may wait for a
+	// cluster with a free engine slot. Without it (0: no model config) the
+	// hub answers 503 at once when every cluster it may use looks full.
+	MaxWaitMs int
+}
+
+// DemoFleet is bin/demo's fleet: 2 regions x 2 clusters with
+// heterogeneous prefill rates (the mock engine's defaults are 64k/133k
+// tokens/s), so the weighted rendezvous ranking gives the clusters unequal
+// shares of sessions. Six slots per engine for the demo's 16 clients leave
+// room overall while the clusters ranked first by more sessions fill up now
+// and then: a few sessions overflow, which is what last_cluster_affinity is
+// about (4 slots make most of them move; 8 almost none).
+func DemoFleet() Fleet {
+	return Fleet{Model: "demo-model", Slots: 6, TokenDelayMs: 10, QueueAdmission: true, MaxWaitMs: 10_000, Regions: []Region{
+		{Name: "near", HealthDelayMs: 1, TTFTMs: 10, Clusters: []Cluster{
+			{ID: "near-a", ColdTPS: 64_000, WarmTPS: 133_000},
+			{ID: "near-b", ColdTPS: 32_000, WarmTPS: 66_000},
+		}},
+		{Name: "far", HealthDelayMs: 25, TTFTMs: 35, Clusters: []Cluster{
+			{ID: "far-a", ColdTPS: 48_000, WarmTPS: 100_000},
+			{ID: "far-b", ColdTPS: 64_000, WarmTPS: 133_000},
+		}},
+	}}
+}
+
+// BenchFleet is the fleet of `loadgen campaign --compare` and of every
+// live number in docs/benchmarks.md, exactly what scripts/bench-stack.sh
+// ran before it, so earlier numbers stay comparable: the same clusters and
+// prefill rates as the demo, but 16 slots, 5 ms per output token, a 20 ms
+// base TTFT plus the region's RTT, model dummy-model (the arms' lb-configs
+// name it) and no gateway model config (no max wait: a full fleet answers
+// 503 at once).
+func BenchFleet() Fleet {
+	return Fleet{Model: "dummy-model", Slots: 16, TokenDelayMs: 5, QueueAdmission: true, Regions: []Region{
+		{Name: "near", HealthDelayMs: 1, TTFTMs: 20 + 1, Clusters: []Cluster{
+			{ID: "near-a", ColdTPS: 64_000, WarmTPS: 133_000},
+			{ID: "near-b", ColdTPS: 32_000, WarmTPS: 66_000},
+		}},
+		{Name: "far", HealthDelayMs: 25, TTFTMs: 20 + 25, Clusters: []Cluster{
+			{ID: "far-a", ColdTPS: 48_000, WarmTPS: 100_000},
+			{ID: "far-b", ColdTPS: 64_000, WarmTPS: 133_000},
+		}},
+	}}
+}
+
+// ClusterIDs lists every cluster id in fleet order.
+func (f Fleet) ClusterIDs() []string {
+	var ids []string
+	for _, r := range f.Regions {
+		for _, c := range r.Clusters {
+			ids = append(ids, c.ID)
+		}
+	}
+	return ids
+}
+
+// RegionOf maps each cluster id to its region's name.
+func (f Fleet) RegionOf() map[string]string {
+	m := map[string]string{}
+	for _, r := range f.Regions {
+		for _, c := range r.Clusters {
+			m[c.ID] = r.Name
+		}
+	}
+	return m
+}
+
+// Describe is the fleet as a banner prints it, one line per region.
+func (f Fleet) Describe() []string {
+	var out []string
+	for _, r := range f.Regions {
+		line := fmt.Sprintf("region %-4s (hub RTT ~%d ms, engine TTFT +%d ms):", r.Name, r.HealthDelayMs, r.TTFTMs)
+		for _, c := range r.Clusters {
+			line += fmt.Sprintf("  %s %dk/%dk tok/s", c.ID, c.ColdTPS/1000, c.WarmTPS/1000)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// The arguments of each binary. Every listener is on loopback at a port
+// the launcher picked; logs are at warn so the log files hold only
+// trouble; a short drain keeps stopping quick (nothing is in flight by
+// then, so it changes no measurement).
+
+func mockArgs(f Fleet, r Region, c Cluster, port int) []string {
+	return []string{"--listen", addr(port), "--model-name", f.Model, "--engine-id", c.ID,
+		"--prefill-tokens-per-s", itoa(c.ColdTPS), "--cached-prefill-tokens-per-s", itoa(c.WarmTPS),
+		"--ttft-ms", itoa(r.TTFTMs), "--health-delay-ms", itoa(r.HealthDelayMs), "--token-delay-ms", itoa(f.TokenDelayMs),
+		"--max-concurrent-requests", itoa(f.Slots), "--drain-timeout", "2s", "--log-level", "warn"}
+}
+
+// hubPorts are the hub's listeners: the API, the pylons' tunnel listener
+// and metrics.
+type hubPorts struct{ api, backend, metrics int }
+
+// secrets are the files holding the stack's credentials; none is on the
+// command line.
+type secrets struct {
+	// registration is the token pylons present to the hub.
+	registration string
+	// gateway is the token the gateway presents to the hub; only requests
+	// bearing it may steer routing (the last-cluster hint among them).
+	gateway string
+	// apiKeys is the gateway's API key file.
+	apiKeys string
+}
+
+// hubArgs leaves out --lb-config-path when lbConfigPath is empty: the hub
+// then allows every algorithm with default settings.
+func hubArgs(p hubPorts, lbConfigPath string, s secrets) []string {
+	args := []string{"--listen", addr(p.api), "--backend-listen", addr(p.backend), "--metrics-listen", addr(p.metrics),
+		"--registration-token-file", s.registration, "--gateway-token-file", s.gateway,
+		"--drain-timeout", "2s", "--log-level", "warn"}
+	if lbConfigPath != "" {
+		args = append(args, "--lb-config-path", lbConfigPath)
+	}
+	return args
+}
+
+func pylonArgs(f Fleet, c Cluster, hubBackend, enginePort, listen, metrics int, s secrets) []string {
+	return []string{"--listen", addr(listen), "--metrics-listen", addr(metrics),
+		"--stargate-address", addr(hubBackend), "--upstream-http-base-url", "http://" + addr(enginePort),
+		"--model-name", f.Model, "--inference-server-id", "pylon-" + c.ID, "--cluster-id", c.ID,
+		"--auth-token-file", s.registration, "--initial-input-tps", itoa(c.ColdTPS),
+		"--max-engine-concurrency", itoa(f.Slots), "--kv-cache-stats-path", "/kv-cache/stats",
+		"--min-update-interval-ms", "250", "--pylon-queue-mismatch-retry-enabled=" + strconv.FormatBool(f.QueueAdmission),
+		"--drain-timeout", "2s", "--log-level", "warn"}
+}
+
+// gatewayPorts are the gateway's listeners and its embedded Olric node's.
+type gatewayPorts struct{ api, metrics, olric, memberlist int }
+
+func gatewayArgs(f Fleet, p gatewayPorts, hubAPI int, s secrets) []string {
+	args := []string{"--listen", addr(p.api), "--metrics-listen", addr(p.metrics), "--hub-url", "http://" + addr(hubAPI),
+		"--hub-token-file", s.gateway, "--api-keys-file", s.apiKeys, "--drain-timeout", "2s", "--log-level", "warn"}
+	if f.MaxWaitMs > 0 {
+		args = append(args, "--model-config-json", fmt.Sprintf(`{%q: {"max_wait_ms": %d}}`, f.Model, f.MaxWaitMs))
+	}
+	return args
+}
+
+// gatewayEnv turns on the embedded Olric node (on loopback, alone) that
+// holds the last-cluster store and the rate-limit counters, and the
+// last-cluster tracking that hints each session's cluster to the hub.
+func gatewayEnv(p gatewayPorts) []string {
+	return []string{"OLRIC_ENABLED=true", "OLRIC_BIND_ADDR=127.0.0.1", "OLRIC_BIND_PORT=" + itoa(p.olric),
+		"OLRIC_MEMBERLIST_BIND_ADDR=127.0.0.1", "OLRIC_MEMBERLIST_BIND_PORT=" + itoa(p.memberlist),
+		"STARGATE_LAST_CLUSTER_ENABLED=true"}
+}
+
+func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+func itoa(n int) string { return strconv.Itoa(n) }

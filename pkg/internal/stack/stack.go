@@ -1,0 +1,291 @@
+package stack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// Binaries returns the programs Start runs, by their names in
+// Options.BinDir.
+func Binaries() []string { return []string{"hub", "gateway", "pylon", "mock-engine"} }
+
+// MissingBinaries lists the Binaries that binDir lacks (or holds as
+// something that is not an executable file), so a caller can say so before
+// it starts anything.
+func MissingBinaries(binDir string) []string {
+	var out []string
+	for _, b := range Binaries() {
+		fi, err := os.Stat(filepath.Join(binDir, b))
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Options say what Start runs and where its files go.
+type Options struct {
+	// BinDir holds the built Binaries (`make build` writes them to ./bin).
+	BinDir string
+	// LogDir receives one <child>.log per process (created if missing);
+	// a log is appended to, so a restart in the same folder keeps the
+	// earlier run's lines.
+	LogDir string
+	// SecretDir receives the credentials the children share (tokens and
+	// the gateway's API key file). Empty: a private temporary folder that
+	// Stop removes. Credentials never go on a command line.
+	SecretDir string
+	// Fleet is what to run: DemoFleet, BenchFleet or one of the caller's.
+	Fleet Fleet
+	// LBConfigPath is the hub's lb-config.json; empty starts the hub
+	// without one, which allows every algorithm with default settings.
+	LBConfigPath string
+	// Principal names the gateway's one API key ("sk-<principal>-…"), the
+	// name its logs and rate limits show; empty means "stack".
+	Principal string
+}
+
+// Endpoints are the URLs and credentials of a running stack.
+type Endpoints struct {
+	// Gateway is the gateway's base URL (the OpenAI API is under /v1).
+	Gateway, GatewayMetrics string
+	// Hub is the hub's base URL; HubMetrics its /metrics.
+	Hub, HubMetrics string
+	// PylonMetrics are the pylons' /metrics URLs by cluster id.
+	PylonMetrics map[string]string
+	// Engines are the mock engines' base URLs by cluster id.
+	Engines map[string]string
+	// APIKey is the one key the gateway accepts; APIKeysFile holds it.
+	APIKey, APIKeysFile string
+	// GatewayToken is what the gateway presents to the hub. A client
+	// that talks to the hub directly sends it too (Authorization: Bearer)
+	// so the hub trusts its routing headers, as it trusts the gateway's.
+	GatewayToken string
+}
+
+// Stack is a running fleet. Its methods may be called from one goroutine
+// at a time; Stop may be called more than once.
+type Stack struct {
+	fleet     Fleet
+	l         *launcher
+	http      *http.Client
+	ep        Endpoints
+	secretDir string
+	// ownSecrets says Stop removes secretDir (Start created it).
+	ownSecrets bool
+	stopOnce   sync.Once
+}
+
+// Start writes fresh credentials, starts the fleet's engines and the hub,
+// then the pylons and the gateway, and returns once the hub can route the
+// model to every cluster. On error (ctx cancelled included) it has already
+// stopped whatever it started.
+func Start(ctx context.Context, o Options) (*Stack, error) {
+	if len(o.Fleet.ClusterIDs()) == 0 {
+		return nil, errors.New("stack: the fleet has no cluster")
+	}
+	if missing := MissingBinaries(o.BinDir); len(missing) > 0 {
+		return nil, fmt.Errorf("stack: %s lacks %v: run `make build` first", o.BinDir, missing)
+	}
+	if err := os.MkdirAll(o.LogDir, 0o750); err != nil {
+		return nil, err
+	}
+	if o.Principal == "" {
+		o.Principal = "stack"
+	}
+	s := &Stack{fleet: o.Fleet, secretDir: o.SecretDir}
+	if s.secretDir == "" {
+		dir, err := os.MkdirTemp("", "stargate-"+o.Principal+"-")
+		if err != nil {
+			return nil, err
+		}
+		s.secretDir, s.ownSecrets = dir, true
+	}
+	// A client of its own: Stop closes its idle connections, so no
+	// keep-alive goroutine outlives the stack.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	s.http = &http.Client{Transport: tr}
+	s.l = newLauncher(o.BinDir, o.LogDir, s.http)
+	if err := s.start(ctx, o.LBConfigPath, o.Principal); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// start is Start once the stack exists, so Start can stop it on error.
+func (s *Stack) start(ctx context.Context, lbPath, principal string) error {
+	f := s.fleet
+	sec, apiKey, gwToken, err := writeSecrets(s.secretDir, principal)
+	if err != nil {
+		return err
+	}
+	svcs := []service{{name: "hub", binary: "hub", ports: 3,
+		args:  func(p []int) []string { return hubArgs(hubPorts{p[0], p[1], p[2]}, lbPath, sec) },
+		ready: func(p []int) string { return "http://" + addr(p[0]) + "/readyz" }}}
+	var clusters []Cluster
+	for _, r := range f.Regions {
+		for _, c := range r.Clusters {
+			clusters = append(clusters, c)
+			svcs = append(svcs, service{name: "engine-" + c.ID, binary: "mock-engine", ports: 1,
+				args:  func(p []int) []string { return mockArgs(f, r, c, p[0]) },
+				ready: func(p []int) string { return "http://" + addr(p[0]) + "/health" }})
+		}
+	}
+	ports, err := s.l.startAll(ctx, svcs...)
+	if err != nil {
+		return err
+	}
+	hub := hubPorts{ports[0][0], ports[0][1], ports[0][2]}
+	ep := Endpoints{Hub: "http://" + addr(hub.api), HubMetrics: "http://" + addr(hub.metrics) + "/metrics",
+		PylonMetrics: map[string]string{}, Engines: map[string]string{},
+		APIKey: apiKey, APIKeysFile: sec.apiKeys, GatewayToken: gwToken}
+	for i, c := range clusters {
+		ep.Engines[c.ID] = "http://" + addr(ports[i+1][0])
+	}
+
+	// The pylons dial the hub and the gateway calls it, so they start
+	// second. The gateway is ready once its Olric node has formed its
+	// (one-member) cluster.
+	svcs = []service{{name: "gateway", binary: "gateway", ports: 4,
+		env:   func(p []int) []string { return gatewayEnv(gatewayPorts{p[0], p[1], p[2], p[3]}) },
+		args:  func(p []int) []string { return gatewayArgs(f, gatewayPorts{p[0], p[1], p[2], p[3]}, hub.api, sec) },
+		ready: func(p []int) string { return "http://" + addr(p[0]) + "/readyz" }}}
+	for i, c := range clusters {
+		engine := ports[i+1][0]
+		svcs = append(svcs, service{name: "pylon-" + c.ID, binary: "pylon", ports: 2,
+			args:  func(p []int) []string { return pylonArgs(f, c, hub.backend, engine, p[0], p[1], sec) },
+			ready: func(p []int) string { return "http://" + addr(p[0]) + "/readyz" }})
+	}
+	ports, err = s.l.startAll(ctx, svcs...)
+	if err != nil {
+		return err
+	}
+	ep.Gateway, ep.GatewayMetrics = "http://"+addr(ports[0][0]), "http://"+addr(ports[0][1])+"/metrics"
+	for i, c := range clusters {
+		ep.PylonMetrics[c.ID] = "http://" + addr(ports[i+1][1]) + "/metrics"
+	}
+	s.ep = ep
+	return s.waitRoutable(ctx)
+}
+
+// Endpoints returns the running stack's URLs and credentials.
+func (s *Stack) Endpoints() Endpoints {
+	ep := s.ep
+	ep.PylonMetrics, ep.Engines = maps.Clone(ep.PylonMetrics), maps.Clone(ep.Engines)
+	return ep
+}
+
+// Stop stops every process the stack started, the gateway and pylons
+// before the hub, and returns once all have exited (SIGKILL after a grace
+// period), then removes the credentials it created. Later calls do
+// nothing.
+func (s *Stack) Stop() {
+	s.stopOnce.Do(func() {
+		s.l.stop()
+		if s.ownSecrets {
+			_ = os.RemoveAll(s.secretDir)
+		}
+	})
+}
+
+// waitRoutable polls the hub's /debug/state until every cluster of the
+// fleet is routable for the model: registered with an input TPS (pulsar
+// ranks only weighted clusters) and a measured RTT (the hub routes to no
+// cluster before its first /health probe).
+func (s *Stack) waitRoutable(ctx context.Context) error {
+	want := s.fleet.ClusterIDs()
+	missing := want
+	err := poll(ctx, nil, func() (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.ep.Hub+"/debug/state", nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := s.http.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var st debugState
+		if json.NewDecoder(resp.Body).Decode(&st) != nil {
+			return false, nil
+		}
+		missing = st.unroutable(s.fleet.Model, want)
+		return len(missing) == 0, nil
+	}, "the hub did not see every cluster routable")
+	if err != nil {
+		return fmt.Errorf("%w (still waiting for %v)", err, missing)
+	}
+	return nil
+}
+
+// debugState is the part of the hub's /debug/state the stack reads.
+type debugState struct {
+	Routing struct {
+		Targets []struct {
+			Model    string `json:"model"`
+			Clusters []struct {
+				ClusterID string `json:"cluster_id"`
+				RTTNanos  int64  `json:"rtt_ns"`
+				Stats     struct {
+					MaxInputTPS      float64 `json:"max_input_tps"`
+					LastMeanInputTPS float64 `json:"last_mean_input_tps"`
+				} `json:"stats"`
+			} `json:"clusters"`
+		} `json:"targets"`
+	} `json:"routing"`
+}
+
+// unroutable lists the clusters of want that model cannot be routed to yet.
+func (st *debugState) unroutable(model string, want []string) []string {
+	ok := map[string]bool{}
+	for _, t := range st.Routing.Targets {
+		if t.Model != model {
+			continue
+		}
+		for _, c := range t.Clusters {
+			ok[c.ClusterID] = c.RTTNanos > 0 && (c.Stats.MaxInputTPS > 0 || c.Stats.LastMeanInputTPS > 0)
+		}
+	}
+	var out []string
+	for _, id := range want {
+		if !ok[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// writeSecrets writes fresh random credentials to private files in dir:
+// the pylons' registration token, the gateway's token for the hub
+// (returned too) and one gateway API key for principal (returned, for the
+// load generator).
+func writeSecrets(dir, principal string) (s secrets, apiKey, gatewayToken string, err error) {
+	s = secrets{registration: filepath.Join(dir, "registration-token"), gateway: filepath.Join(dir, "gateway-token"),
+		apiKeys: filepath.Join(dir, "api-keys")}
+	apiKey, gatewayToken = "sk-"+principal+"-"+randomHex(), randomHex()
+	for path, content := range map[string]string{
+		s.registration: randomHex(), s.gateway: gatewayToken,
+		s.apiKeys: apiKey + " " + principal, // the name is the principal in the gateway's logs and rate limits
+	} {
+		if err := os.WriteFile(path, []byte(content+"\n"), 0o600); err != nil {
+			return s, "", "", err
+		}
+	}
+	return s, apiKey, gatewayToken, nil
+}
+
+func randomHex() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b) // never fails (crypto/rand panics instead)
+	return hex.EncodeToString(b)
+}
