@@ -225,6 +225,11 @@ func (r *Request) parse(root *fastjson.Value) (*Request, *openai.Error) {
 	if !ok || model == "" {
 		return nil, openai.BadRequest("model", "missing_field", "model is required")
 	}
+	// The model travels on as the hub's x-model header, where a control
+	// byte would make the outbound request invalid (found by FuzzPrepare).
+	if i := strings.IndexFunc(model, isControl); i >= 0 {
+		return nil, openai.BadRequest("model", "invalid_value", "model must not contain control characters (byte %d is %#02x)", i, model[i])
+	}
 	r.Model = model
 	if r.Stream, oe = boolean(root, "stream"); oe != nil {
 		return nil, oe
@@ -481,6 +486,10 @@ func SplitModel(m string) (routingKey, model string, oe *openai.Error) {
 	}
 	return rk, rest, nil
 }
+
+// isControl reports the runes a header value cannot carry: C0 controls
+// (tab included: no model name has one) and DEL.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 func isUUID(s string) bool {
 	for i := 0; i < len(s); i++ {

@@ -49,6 +49,17 @@ func TestParseFields(t *testing.T) {
 			t.Errorf("%v %s: want 400, got %v", bad.e, bad.body, oe)
 		}
 	}
+	// A model name is forwarded as the x-model header: control bytes are
+	// refused with a message naming the field and the byte.
+	for _, m := range []string{`fn/m\u0018`, `\u0018`, `fn/m\tx`, `fn/\u007f`} {
+		_, oe := Parse(Chat, []byte(`{"model":"`+m+`","messages":[{"role":"user","content":"x"}]}`))
+		if oe == nil || oe.Status != 400 || oe.Param != "model" || !strings.Contains(oe.Message, "control characters") {
+			t.Errorf("model %s: want 400 naming model and control characters, got %+v", m, oe)
+		}
+	}
+	if _, oe := Parse(Chat, []byte(`{"model":"fn/modèle-ü","messages":[{"role":"user","content":"x"}]}`)); oe != nil {
+		t.Errorf("a non-ASCII model name was refused: %v", oe)
+	}
 	r, _ = Parse(Embeddings, []byte(`{"model":"m","input":[1,2,3]}`))
 	if len(r.Inputs) != 1 {
 		t.Errorf("token-id input counted as %d inputs", len(r.Inputs))
