@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -95,4 +96,15 @@ func (p *Progress) print(start time.Time, last bool) {
 	default:
 		fmt.Fprintln(p.out, line)
 	}
+}
+
+// IsTerminal reports whether w is a terminal, the tty argument of
+// NewProgress: a redrawn bar there, plain lines in logs and pipes.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

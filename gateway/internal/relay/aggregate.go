@@ -3,6 +3,7 @@ package relay
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -209,12 +210,7 @@ func (a *ChatAggregator) Result(model, object string) ([]byte, error) {
 		Choices           []choice        `json:"choices"`
 		Usage             json.RawMessage `json:"usage,omitempty"`
 	}{ID: a.id, Object: object, Created: a.created, Model: model, SystemFingerprint: a.fingerprint, ServiceTier: a.tier, Usage: a.usage}
-	idx := make([]int, 0, len(a.choices))
-	for i := range a.choices {
-		idx = append(idx, i)
-	}
-	slices.Sort(idx)
-	for _, i := range idx {
+	for _, i := range slices.Sorted(maps.Keys(a.choices)) {
 		acc := a.choices[i]
 		c := choice{Index: i, FinishReason: acc.finish, Logprobs: json.RawMessage("null")}
 		if len(acc.logprobsContent) > 0 {
@@ -236,12 +232,7 @@ func (a *ChatAggregator) Result(model, object string) ([]byte, error) {
 				r := acc.refusal.String()
 				m.Refusal = &r
 			}
-			tidx := make([]int, 0, len(acc.tools))
-			for ti := range acc.tools {
-				tidx = append(tidx, ti)
-			}
-			slices.Sort(tidx)
-			for _, ti := range tidx {
+			for _, ti := range slices.Sorted(maps.Keys(acc.tools)) {
 				t := acc.tools[ti]
 				typ := t.Type
 				if typ == "" {

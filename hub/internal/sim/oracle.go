@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"math"
 	"slices"
 )
@@ -84,15 +85,7 @@ func (r *runner) predictTTFT(e *engine, work int64) float64 {
 		arrivals = append(arrivals, arrival{at: float64(f.arriveAt), work: float64(f.estWork), hold: hold(f.r.wr.OutputTokens)})
 	}
 	arrivals = append(arrivals, arrival{at: now + half, work: float64(work), cand: true})
-	slices.SortStableFunc(arrivals, func(a, b arrival) int {
-		switch {
-		case a.at < b.at:
-			return -1
-		case a.at > b.at:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(arrivals, func(a, b arrival) int { return cmp.Compare(a.at, b.at) })
 	limit := e.spec.MaxConcurrency
 	t := now
 	for range 1 << 20 {

@@ -253,15 +253,7 @@ func (r *runner) wall(ns int64) time.Time { return Epoch.Add(time.Duration(ns)) 
 
 func (r *runner) build() error {
 	cs := slices.Clone(r.fleet.Clusters)
-	slices.SortFunc(cs, func(a, b Cluster) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(cs, func(a, b Cluster) int { return strings.Compare(a.ID, b.ID) })
 	for i := range cs {
 		c := &cs[i]
 		sc := &simCluster{id: c.ID, rtt: r.fleet.rtt(c)}

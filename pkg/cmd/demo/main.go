@@ -237,19 +237,10 @@ func drive(ctx context.Context, o *options, ep stack.Endpoints, wl *workload.Wor
 		Config:         loadgen.Config{Deadline: o.deadline, Clock: clk},
 		Meta:           loadgen.Meta{Arm: o.algorithm, Loadgen: loadgen.ReadBuildInfo(version)},
 		ProgressOut:    progress,
-		ProgressTTY:    isTTY(progress),
+		ProgressTTY:    loadgen.IsTerminal(progress),
 		ProgressEvery:  every,
 		DefaultTimeout: 60 * time.Second,
 	})
-}
-
-func isTTY(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // printBanner says what runs where and what the workload is.

@@ -236,15 +236,6 @@ func (r *runFlags) validate(wantURL bool) error {
 	return nil
 }
 
-func isTTY(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
 // template builds the run template of the flags.
 func (r *runFlags) template(stderr io.Writer) loadgen.RunSpec {
 	clk := clock.Real{}
@@ -254,7 +245,7 @@ func (r *runFlags) template(stderr io.Writer) loadgen.RunSpec {
 		Config:         loadgen.Config{MaxRequests: r.maxRequests, Timeout: r.timeout, Deadline: r.deadline, Salt: r.salt, Clock: clk},
 		Meta:           loadgen.Meta{Loadgen: loadgen.ReadBuildInfo(version)},
 		ProgressOut:    stderr,
-		ProgressTTY:    isTTY(stderr),
+		ProgressTTY:    loadgen.IsTerminal(stderr),
 		ProgressEvery:  r.every,
 		DefaultTimeout: defaultTimeout,
 	}
