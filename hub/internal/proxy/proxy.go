@@ -351,8 +351,17 @@ type loop struct {
 	routingRecorded bool
 }
 
+// failBackend excludes a backend for the rest of the request. The set is
+// made at the first failure: most requests never have one.
+func (st *loop) failBackend(id string) {
+	if st.failedBackends == nil {
+		st.failedBackends = map[string]bool{}
+	}
+	st.failedBackends[id] = true
+}
+
 func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng *rand.Rand) {
-	st := &loop{failedBackends: map[string]bool{}}
+	st := &loop{}
 	defer traceCounters(req.span, st, len(req.body))
 	t := req.target
 	loopStart := p.cfg.Clock.Now() // the body is already read: routing time starts here
@@ -482,9 +491,9 @@ func (p *Proxy) tryCluster(w http.ResponseWriter, r *http.Request, req *request,
 		case attemptDone:
 			return nextDone
 		case attemptSibling:
-			st.failedBackends[b.ID] = true
+			st.failBackend(b.ID)
 		case attemptOtherCluster:
-			st.failedBackends[b.ID] = true
+			st.failBackend(b.ID)
 			return nextCluster
 		}
 	}
