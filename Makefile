@@ -20,7 +20,7 @@ OUT           ?=
 EXTRA         ?=
 
 # Binaries and the package each is built from.
-CMDS := ./pkg/cmd/mock-engine ./pkg/cmd/demo ./pkg/cmd/ssebench ./pkg/cmd/relay-floor ./pkg/cmd/loadgen ./gateway/cmd/gateway ./hub/cmd/hub ./pylon/cmd/pylon ./hub/cmd/routing-sim
+CMDS := ./pkg/cmd/mock-engine ./pkg/cmd/demo ./pkg/cmd/baseline-proxy ./pkg/cmd/loadgen ./gateway/cmd/gateway ./hub/cmd/hub ./pylon/cmd/pylon ./hub/cmd/routing-sim
 
 .PHONY: all build test unit fuzz-smoke lint fmt vet golangci tidy-check demo bench compare e2e clean tools
 

@@ -2,12 +2,12 @@
 # bench-spine.sh measures the latency the hub and pylon add to a request,
 # against two yardsticks on the same machine: the mock engine called
 # directly, and the same engine behind two bare Go reverse proxies
-# (bin/relay-floor), the least any two HTTP hops cost here.
+# (bin/baseline-proxy), the least any two HTTP hops cost here.
 #
 #   scripts/bench-spine.sh [bin-dir]          # 3 rounds, unpinned
 #   PIN=1 ROUNDS=5 scripts/bench-spine.sh bin  # relays on CPU 1, engine and load tool on CPU 0
 #
-# Every round starts fresh processes (engine, two relay-floor hops, hub,
+# Every round starts fresh processes (engine, two baseline-proxy hops, hub,
 # pylon), warms each path up, then runs for each path, in a rotating
 # order, a sequential row (hey -n 3000 -c 1) and a 1,000 req/s row
 # (hey -z SECONDS -c 10 -q 100). The body is a 1,047-byte non-streaming
@@ -32,7 +32,7 @@ if [ ${#need[@]} -gt 0 ]; then
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
-for b in mock-engine hub pylon relay-floor; do
+for b in mock-engine hub pylon baseline-proxy; do
 	[ -x "$bin/$b" ] || { echo "bench-spine: $bin/$b is missing: run 'make build' first" >&2; exit 1; }
 done
 if [ "$pin" = 1 ] && [ "$(nproc)" -lt 2 ]; then
@@ -78,8 +78,8 @@ spawn() { # name, command...
 up() {
 	spawn engine "${client[@]}" "$bin/mock-engine" --listen "127.0.0.1:$engine" --ttft-ms 0 --token-delay-ms 0 \
 		--prefill-tokens-per-s 0 --cached-prefill-tokens-per-s 0 --max-concurrent-requests 0 --log-level warn
-	spawn floor1 "${relay[@]}" "$bin/relay-floor" --listen "127.0.0.1:$f1" --target "http://127.0.0.1:$engine"
-	spawn floor2 "${relay[@]}" "$bin/relay-floor" --listen "127.0.0.1:$f2" --target "http://127.0.0.1:$f1"
+	spawn floor1 "${relay[@]}" "$bin/baseline-proxy" --listen "127.0.0.1:$f1" --target "http://127.0.0.1:$engine"
+	spawn floor2 "${relay[@]}" "$bin/baseline-proxy" --listen "127.0.0.1:$f2" --target "http://127.0.0.1:$f1"
 	spawn hub "${relay[@]}" "$bin/hub" --listen "127.0.0.1:$hubapi" --backend-listen "127.0.0.1:$hubback" \
 		--metrics-listen 127.0.0.1:0 --log-level warn
 	spawn pylon "${relay[@]}" "$bin/pylon" --stargate-address "127.0.0.1:$hubback" \
@@ -163,4 +163,4 @@ for load in seq 1k; do
 	done
 done
 echo
-echo "(direct: the engine's own CPU; floor: two relay-floor processes; spine: hub + pylon)"
+echo "(direct: the engine's own CPU; floor: two baseline-proxy processes; spine: hub + pylon)"

@@ -85,8 +85,9 @@ func (f *FlagSet) Duration(p *time.Duration, name, env string, def time.Duration
 }
 
 // Alias makes old an alternative spelling of the existing flag name, for
-// names that reference deployments already use. It has no env var of its
-// own and is listed under the flag it aliases.
+// the names upstream Stargate's binaries use, so deployment scripts written
+// for them keep working. It has no env var of its own and is listed under
+// the flag it aliases.
 func (f *FlagSet) Alias(old, name string) {
 	fl := f.fs.Lookup(name)
 	if fl == nil {

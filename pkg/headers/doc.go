@@ -4,29 +4,32 @@
 // to their values and the strip lists that keep untrusted callers from
 // steering routing. It must not make routing, session or admission decisions:
 // it only says what a header is called, what a well-formed value looks like,
-// and which headers a given boundary removes.
+// and which headers a given boundary removes. The contract it implements,
+// header by header, is docs/design/headers.md#gateway-to-hub and the sections
+// around it.
 //
 // # Trust model
 //
-// The hub trusts every x-stargate-* header and every hub-facing routing header
-// (x-model, x-input-tokens, x-cache-affinity-key, ...) it receives, and it does
-// not filter for trust itself (hub.md §3.2 step 12). Keeping clients out is the
-// gateway's job (hub.md §7, architecture.md): the gateway calls StripInbound on
-// the request it forwards, derives those headers itself, and calls
-// StripInternalResponse on what it sends back. StripInbound deliberately keeps
-// the headers the gateway reads from clients (x-request-id,
-// x-multi-turn-session-id, the region headers), so it is safe to run before or
-// after session derivation; StripSessionIDs then removes the raw session ids
-// from the outbound copy, because gateway.md §6.4 never sends them to the hub.
+// The hub acts on every x-stargate-* header and every hub-facing routing
+// header (x-model, x-input-tokens, x-cache-affinity-key, ...) it receives
+// without judging who sent it; keeping clients out is the gateway's job
+// (docs/design/headers.md#who-strips-what). A relay that forwards a copy of
+// a client's headers calls StripInbound on it, derives those headers itself,
+// and calls StripInternalResponse on what it sends back. StripInbound
+// deliberately keeps the headers a gateway reads from clients (x-request-id,
+// x-multi-turn-session-id, the region headers), so it is safe to run before
+// or after session derivation; StripSessionIDs then removes the raw session
+// ids from the outbound copy, because only their hash may leave the gateway.
 //
 // # Value rules
 //
-// Numeric headers follow hub.md §3.2: when present the value must be
-// non-blank after trimming spaces and tabs and must be a plain decimal that
-// fits the type; a blank numeric header is an error, not an absent one. Text
-// headers (x-model, x-routing-key, x-cache-affinity-key,
-// x-stargate-last-cluster-id) are read as visible ASCII, trimmed, and treated
-// as absent when blank or malformed. Parsers never allocate on success, and
-// every error is an *Error that names the header and wraps one of the
-// sentinel errors so callers can branch with errors.Is.
+// Numeric headers, when present, must be non-blank after trimming spaces and
+// tabs and must be a plain decimal that fits the type; a blank numeric
+// header is an error, not an absent one, because a sender that writes the
+// header meant to send a number. Text headers (x-model, x-routing-key,
+// x-cache-affinity-key, x-stargate-last-cluster-id) are read as visible
+// ASCII, trimmed, and treated as absent when blank or malformed. Parsers
+// never allocate on success, and every error is an *Error that names the
+// header and wraps one of the sentinel errors so callers can branch with
+// errors.Is. The full rules are docs/design/headers.md#parsing-rules.
 package headers

@@ -6,182 +6,187 @@ import (
 )
 
 // Client -> gateway. The gateway reads these from untrusted callers, so
-// StripInbound keeps them; they are validated, never trusted.
+// StripInbound keeps them; they are validated, never trusted
+// (docs/design/headers.md#client-facing-headers).
 const (
 	// RequestID is the request id. The gateway takes the client's value or
-	// generates one and echoes it on the response (gateway.md §0.1); the hub
-	// and pylon require it (hub.md §3.2 step 1, pylon.md §5.1 step 2), and
-	// the mock engine uses it to seed jitter and classify pylon's own
-	// traffic (pylon.md §7.3 steps 2 and 10).
+	// generates one and echoes it on every response; the hub and pylon
+	// require it, and the mock engine uses it as its response id, to seed
+	// its output and jitter, and to tell pylon's own traffic (calibration-
+	// and canary- ids) from client traffic.
 	RequestID = "x-request-id"
 
 	// MultiTurnSessionID carries the client's session id. The gateway reads
-	// it as the third session source (gateway.md §2.1, validated per §2.2)
-	// and echoes the session id back on responses (§2.4). It is never
-	// forwarded raw to the hub (§6.4); see StripSessionIDs.
+	// it as a session source after the body's own ids, validates it, and
+	// echoes the session id back on responses so the client can send it
+	// again. It is never forwarded raw to the hub, only hashed into
+	// CacheAffinityKey; see StripSessionIDs.
 	MultiTurnSessionID = "x-multi-turn-session-id"
 
 	// ClaudeCodeSessionID is the session header Claude Code sends on every
-	// request. gateway.md §2.8 infers it as a later session source that is
-	// hashed like the others and is never eligible for last-cluster
-	// tracking (§7.3).
+	// request. The gateway does not read it yet (it has no Anthropic
+	// route); it is named so the strip lists treat it as a raw session id,
+	// which must never leave the gateway unhashed.
 	ClaudeCodeSessionID = "x-claude-code-session-id"
 
-	// NVCFTargetRegion is the caller's target region, read by the gateway
-	// and sent to the hub, which forwards it without looking at it
-	// (gateway.md §0.1 and §2.7, hub.md §7).
+	// NVCFTargetRegion is the caller's target region, a name inherited from
+	// upstream Stargate's gateway, which sent it to the hub for the hub to forward
+	// unexamined. Nothing here routes by region; the name is kept so clients
+	// that send it keep working.
 	NVCFTargetRegion = "x-nvcf-target-region"
 
-	// GroqRegion is the legacy duplicate of NVCFTargetRegion, read as its
-	// fallback and set to the same value (gateway.md §0.1 and §2.7);
-	// gateway.md §9.1 lists it as safe to drop.
+	// GroqRegion is the legacy duplicate of NVCFTargetRegion, which the
+	// upstream gateway read as its fallback and set to the same value. Kept,
+	// like NVCFTargetRegion, only for client compatibility.
 	GroqRegion = "x-groq-region"
 )
 
 // Gateway -> hub. The gateway derives every one of these itself and the hub
-// trusts them without checking who sent them (hub.md §3.2 step 12), so
-// StripInbound removes any client-supplied value. The hub forwards all of
-// them to pylon except RoutingMethod and StargateLastClusterID.
+// acts on them without judging who sent them, so StripInbound removes any
+// client-supplied value (docs/design/headers.md#gateway-to-hub). The hub
+// forwards all of them to pylon except RoutingMethod and
+// StargateLastClusterID, which it consumes.
 //
 //nolint:gosec // G101 flags names containing "token"; these are header names, not credentials.
 const (
-	// Model is the routed model id without the routing-key prefix
-	// (gateway.md §1.2). Required text header (hub.md §3.2 step 3).
+	// Model is the routed model id without the routing-key prefix.
+	// Required text header at the hub and at pylon.
 	Model = "x-model"
 
 	// RoutingKey is the authorised routing key (function id) taken from the
-	// body's model prefix (gateway.md §1.2, §2.7). Optional text header;
-	// blank means unscoped (hub.md §3.2 step 3).
+	// body's model prefix. Optional text header; blank means unscoped.
 	RoutingKey = "x-routing-key"
 
 	// RoutingMethod selects a load-balancing algorithm, or a routing
-	// expression with parameters, per request (hub.md §3.2 step 4, §5.9).
-	// The gateway sets it from the model spec (gateway.md §1.2); the hub
-	// consumes it and never forwards it (hub.md §3.2 step 12).
+	// expression with parameters, per request. The gateway sets it from the
+	// model's config; the hub consumes it and never forwards it.
 	RoutingMethod = "x-routing-method"
 
-	// InputTokens is the gateway's estimate of prompt tokens (gateway.md
-	// §2.5). Required u64 at the hub (hub.md §3.2 step 2) and pylon
-	// (pylon.md §5.1 step 2); it drives prefill and queue estimates.
+	// InputTokens is the gateway's estimate of prompt tokens
+	// (docs/design/sessions.md#token-estimate). Required u64 at the hub and
+	// pylon; it drives prefill and queue estimates.
 	InputTokens = "x-input-tokens"
 
 	// TokenEstimate is the gateway's token estimate: input tokens on chat,
-	// input plus maximum output on Responses (gateway.md §2.5). The hub
-	// forwards it without reading it (hub.md §7).
+	// input plus maximum output on Responses. The hub forwards it without
+	// reading it; it is kept because upstream Stargate's gateway sent it.
 	TokenEstimate = "x-token-estimate"
 
 	// CacheAffinityKey is the hashed session key mt:v1:<source>:<sha256>
-	// (gateway.md §2.3). Optional text header at the hub (hub.md §3.2 step
-	// 7); it also keys the mock engine's KV cache (pylon.md §7.4).
+	// (docs/design/sessions.md#affinity-key). Optional text header at the
+	// hub, required only when the model's config sets
+	// require_cache_affinity_key.
 	CacheAffinityKey = "x-cache-affinity-key"
 
 	// Priority is the request priority as a decimal u32; lower is more
-	// urgent and absent means 0 at the hub (hub.md §3.2 step 5) but the
-	// lowest engine priority (pylon.md §5.1 step 7). The gateway sets it
-	// only from auth, never synthesises 0, and rejects a client-supplied
-	// value with 400 (gateway.md §0.1, §2.7).
+	// urgent and absent means 0 at the hub and at pylon. A client may never
+	// send it: the gateway refuses it with 400, since 0 is the most urgent
+	// value and a caller setting it would jump every queue.
 	Priority = "x-priority"
 
 	// RequestSLOMs is the request's latency SLO in ms (u64). Wait-and-widen
 	// interpolates its queue-time bound from floor to ceiling as
-	// elapsed/SLO grows (hub.md §5.5, gateway.md §2.6).
+	// elapsed/SLO grows (docs/design/algorithms.md#wait-and-widen).
 	RequestSLOMs = "x-request-slo-ms"
 
 	// MaxWaitMs is the routing wait budget in ms (u64) for temporarily
-	// infeasible routing, capped at 60 s by the hub (hub.md §3.3, §5.7;
-	// gateway.md §2.6).
+	// infeasible routing, capped at 60 s by the hub
+	// (docs/design/hub-request.md#waits).
 	MaxWaitMs = "x-max-wait-ms"
 
 	// StargateMaxWaitMs is the hub's retry budget in ms from request start
-	// (u64; 0 disables retries). The gateway derives it from the remaining
-	// deadline (hub.md §3.2 step 10, §7). This is the default of the hub's
-	// --proxy-retry-budget-header flag; it is independent of MaxWaitMs
-	// (hub.md §11).
+	// (u64; 0 disables retries but not routing waits). It is the default of
+	// the hub's --proxy-retry-budget-header flag and independent of
+	// MaxWaitMs: one bounds retries after an upstream answered, the other
+	// waiting before one was chosen (docs/design/hub-request.md#retries).
 	StargateMaxWaitMs = "x-stargate-max-wait-ms"
 
 	// StargateLastClusterID is the session's last serving cluster, looked
-	// up by the gateway (gateway.md §7.6). The hub consumes it and never
-	// forwards it (hub.md §10.2); blank means no hint.
+	// up by the gateway (docs/design/sessions.md#last-cluster-tracking). The
+	// hub consumes it and never forwards it; blank means no hint.
 	StargateLastClusterID = "x-stargate-last-cluster-id"
 )
 
-// Hub -> pylon -> engine request headers.
+// Hub -> pylon -> engine request headers
+// (docs/design/headers.md#hub-to-pylon).
 //
 //nolint:gosec // G101 flags names containing "token"; these are header names, not credentials.
 const (
 	// StargateExpectedQueueMs is the hub's queue estimate for the chosen
-	// cluster in ms (u64), omitted when undefined (hub.md §3.4 step 4, §4).
-	// Pylon compares it with its local estimate for queue admission and
-	// removes it before the engine (pylon.md §4, §5.1 step 7).
+	// cluster in ms (u64), taken before this request's reservation and
+	// omitted when undefined. Pylon compares it with its local estimate for
+	// queue admission (docs/design/statistics.md#queue-admission) and
+	// removes it before the engine.
 	StargateExpectedQueueMs = "x-stargate-expected-queue-ms"
 
 	// OutputTokens is the requested output length (u64, at least 1) that the
-	// load generator sends and the mock engine honours (hub.md §9.1,
-	// pylon.md §7.3 step 6). Pylon passes it through unchanged.
+	// load generator sends and the mock engine honours. Every tier passes
+	// it through unchanged; it steers no routing.
 	OutputTokens = "x-output-tokens"
 
 	// DynamoRequestPriority is the engine priority
 	// max(0, ceiling - x-priority). Pylon is its only writer and strips any
-	// inbound value (hub.md §6.7, pylon.md §5.1 step 7).
+	// inbound value, so the engine sees the priority the hub ranked. The
+	// name is the one Dynamo engines read.
 	DynamoRequestPriority = "x-dynamo-request-priority"
 
-	// DynamoRequestStrictPriority is always 0, written only by pylon
-	// (hub.md §6.7, pylon.md §5.1 step 7).
+	// DynamoRequestStrictPriority is always 0, written only by pylon.
 	DynamoRequestStrictPriority = "x-dynamo-request-strict-priority"
 )
 
-// Engine -> pylon -> hub response headers: the retry signal. The hub strips
-// all of them (and StargateErrorCode) from upstream responses (hub.md §3.2
-// step 12, §3.4).
+// Engine -> pylon -> hub response headers: the retry signal
+// (docs/design/headers.md#retry-signals). The hub strips all of them (and
+// StargateErrorCode) from upstream responses, so a signal is only ever read
+// by the next tier up.
 const (
 	// StargateUpstreamRetryable is set to true by an engine that marks its
-	// 429/503 as retryable; pylon converts it into StargateRetryable
-	// (pylon.md §5.1 step 9). This is the default of pylon's
-	// --pylon-upstream-retry-header flag.
+	// 429/503 as retryable; pylon converts it into StargateRetryable. This
+	// is the default of pylon's --pylon-upstream-retry-header flag.
 	StargateUpstreamRetryable = "x-stargate-upstream-retryable"
 
 	// StargateRetryable is pylon's retry signal to the hub: true
 	// (case-insensitive) allows a retry, an explicit false always blocks
-	// one (hub.md §3.4 step 8).
+	// one.
 	StargateRetryable = "x-stargate-retryable"
 
 	// StargateRetryReason names why pylon's response is retryable, for
-	// example ReasonQueueEstimateMismatch (pylon.md §4, §5.1 step 9).
+	// example ReasonQueueEstimateMismatch.
 	StargateRetryReason = "x-stargate-retry-reason"
 
 	// StargateRetryAfterMs is pylon's optional retry hint in ms (u64). The
-	// hub never honours it, only strips it (hub.md §3.4).
+	// hub never honours it, only strips it: its retries go to another
+	// backend, which the hint says nothing about.
 	StargateRetryAfterMs = "x-stargate-retry-after-ms"
 )
 
 // Hub -> gateway response headers. They are internal: the gateway reads
-// StargateClusterID for last-cluster tracking and StripInternalResponse
-// removes all of them before a response reaches a client (gateway.md §3.3,
-// §8, hub.md §7).
+// StargateClusterID for last-cluster tracking and removes all of them (see
+// InternalResponse) before a response reaches a client, since they expose
+// the serving topology (docs/design/headers.md#hub-to-gateway).
 const (
 	// StargateClusterID is the cluster of the backend that served the
-	// request (hub.md §3.4 step 9). The gateway stores it as the session's
-	// last cluster when 2xx headers arrive (gateway.md §7.6 step 3).
+	// request, set on every relayed answer. The gateway stores it as the
+	// session's last cluster when 2xx headers arrive.
 	StargateClusterID = "x-stargate-cluster-id"
 
 	// InferenceServerID is the backend (pylon registration) that served the
-	// request (hub.md §3.4 step 9). Pylon also sends it on the WebTransport
-	// tunnel handshake (pylon.md §1.6).
+	// request. Upstream Stargate's WebTransport tunnel also sends it on its
+	// handshake; this implementation's tunnel carries the id in a frame.
 	InferenceServerID = "x-inference-server-id"
 
-	// InferenceServerURL is the registered URL of the serving backend
-	// (hub.md §3.4 step 9).
+	// InferenceServerURL is the registered URL of the serving backend.
 	InferenceServerURL = "x-inference-server-url"
 
 	// StargateErrorCode is the class of an error the hub generated itself,
-	// for example ErrorCodeNoEligibleCandidates (hub.md §3.6, §3.7, §5.9).
+	// for example ErrorCodeNoEligibleCandidates; it always equals the error
+	// body's code (docs/design/headers.md#error-codes).
 	StargateErrorCode = "x-stargate-error-code"
 )
 
-// Mock engine -> client response headers. They describe the modelled KV
-// cache (pylon.md §7.4); pylon forwards them (pylon.md §5.1 step 9) and the
-// load generator computes cache reuse from them (hub.md §9.1). They are not
-// internal, so StripInternalResponse keeps them.
+// Mock engine -> client response headers. They describe the modelled prefix
+// cache (docs/mock-engine.md#kv-cache-model); pylon, hub and gateway pass
+// them through and the load generator reads them. They are not internal, so
+// StripInternalResponse keeps them.
 //
 //nolint:gosec // G101 flags names containing "token"; these are header names, not credentials.
 const (
@@ -189,12 +194,12 @@ const (
 	KVCacheHit = "x-kv-cache-hit"
 
 	// KVCacheReusedInputTokens is the number of input tokens served from
-	// the cache: min(entry tokens, input tokens).
+	// the cache.
 	KVCacheReusedInputTokens = "x-kv-cache-reused-input-tokens"
 
 	// KVCacheHitTokens carries the same number as KVCacheReusedInputTokens
-	// under the name our own tools read (issue 2's contract for the mock);
-	// the reference name stays for clients written against it.
+	// under the name our own tools read; the other name is the one upstream
+	// Stargate's mock engine sends, kept for clients written against it.
 	KVCacheHitTokens = "x-kv-cache-hit-tokens"
 
 	// MockEngineID names the mock engine instance that answered (its
@@ -207,8 +212,8 @@ const (
 	// be prefilled.
 	KVCacheUncachedInputTokens = "x-kv-cache-uncached-input-tokens"
 
-	// KVCacheEvictedEntries is the number of cache entries this request's
-	// commit evicted.
+	// KVCacheEvictedEntries is the number of cache entries (blocks, in the
+	// mock engine) this request's commit evicted.
 	KVCacheEvictedEntries = "x-kv-cache-evicted-entries"
 
 	// KVCacheEvictedTokens is the number of tokens this request's commit
@@ -216,8 +221,9 @@ const (
 	KVCacheEvictedTokens = "x-kv-cache-evicted-tokens"
 )
 
-// Gateway -> client rate-limit response headers (gateway.md §4.5). The
-// gateway owns them; nothing upstream sets them.
+// Gateway -> client rate-limit response headers
+// (docs/design/sessions.md#rate-limits). The gateway owns them; nothing
+// upstream sets them.
 //
 //nolint:gosec // G101 flags names containing "token"; these are header names, not credentials.
 const (
@@ -227,8 +233,8 @@ const (
 	// RateLimitRemainingTokens is the tokens left in the reported dimension.
 	RateLimitRemainingTokens = "x-ratelimit-remaining-tokens"
 
-	// RateLimitResetTokens is the time until the token bucket is full again,
-	// as a Go duration string truncated to ms (minimum 1ms).
+	// RateLimitResetTokens is the time until the token window resets, as a
+	// Go duration string truncated to ms (minimum 1ms).
 	RateLimitResetTokens = "x-ratelimit-reset-tokens"
 
 	// RateLimitLimitRequests is the request limit, sent only when request
@@ -239,8 +245,8 @@ const (
 	// request dimensions exist.
 	RateLimitRemainingRequests = "x-ratelimit-remaining-requests"
 
-	// RateLimitResetRequests is the time until the request bucket is full
-	// again, sent only when request dimensions exist.
+	// RateLimitResetRequests is the time until the request window resets,
+	// sent only when request dimensions exist.
 	RateLimitResetRequests = "x-ratelimit-reset-requests"
 
 	// ShouldRetry is false when Retry-After exceeds 60 s, telling OpenAI
@@ -248,87 +254,91 @@ const (
 	ShouldRetry = "x-should-retry"
 )
 
-// Control plane and tunnel. These never cross the gateway.
+// Control plane and tunnel: upstream Stargate's wire names. This
+// implementation carries the token and heartbeat in its tunnel's handshake
+// and registration frames (docs/protocol.md#2-frames-handshake-and-auth)
+// and sends every request as an HTTP/2 stream, so no tier sends these; they
+// stay reserved so a client's copy can never pass for tunnel framing.
 //
 //nolint:gosec // G101 flags names containing "token"; these are header names, not credentials.
 const (
-	// StargateAuthToken authenticates pylon on the WebTransport reverse
-	// tunnel handshake (hub.md §3.7, pylon.md §1.6).
+	// StargateAuthToken authenticates pylon on upstream Stargate's
+	// WebTransport tunnel handshake.
 	StargateAuthToken = "x-stargate-auth-token"
 
-	// StargateRegistrationHeartbeatMs is gRPC metadata on
-	// RegisterInferenceServer carrying pylon's heartbeat period in ms; the
-	// hub derives the registration idle timeout from it (hub.md §6.1,
-	// pylon.md §1.4).
+	// StargateRegistrationHeartbeatMs is upstream Stargate's gRPC metadata
+	// on RegisterInferenceServer carrying pylon's heartbeat period in ms,
+	// from which the hub derives the registration idle timeout.
 	StargateRegistrationHeartbeatMs = "x-stargate-registration-heartbeat-ms"
 
-	// TunnelMethod carries the request method in the raw-QUIC tunnel's
-	// header map (pylon.md §1.6); pylon strips it before the engine
-	// (pylon.md §5.1 step 7).
+	// TunnelMethod carries the request method in upstream Stargate's
+	// raw-QUIC tunnel header map; pylon strips it before the engine.
 	TunnelMethod = "x-method"
 
-	// TunnelPath carries the request path and query in the raw-QUIC
-	// tunnel's header map (pylon.md §1.6).
+	// TunnelPath carries the request path and query in upstream Stargate's
+	// raw-QUIC tunnel header map; pylon strips it before the engine.
 	TunnelPath = "x-path"
 
-	// TunnelStatus carries the response status in the raw-QUIC tunnel's
-	// header map (pylon.md §1.6, §5.1 step 9).
+	// TunnelStatus carries the response status in upstream Stargate's
+	// raw-QUIC tunnel header map; the gateway never returns it to clients.
 	TunnelStatus = "x-status"
 )
 
 // Name prefixes matched case-insensitively by the strip functions.
 const (
 	// StargatePrefix starts every hub-internal header. A client may never
-	// set one (architecture.md, hub.md §7) and the gateway exposes none of
-	// them to clients (gateway.md §3.3, §8).
+	// set one and the gateway exposes none of them to clients: the family
+	// is reserved by prefix so a header added to it later is covered
+	// without editing any list.
 	StargatePrefix = "x-stargate-"
 
 	// InferenceServerPrefix starts the hub's backend-identity response
-	// headers (hub.md §3.4 step 9), which gateway.md §3.3 and §8 call a
-	// leak when they reach clients.
+	// headers, which would leak the serving topology if they reached
+	// clients.
 	InferenceServerPrefix = "x-inference-server-"
 
-	// KVCachePrefix starts the mock engine's KV-cache response headers
-	// (pylon.md §7.4).
+	// KVCachePrefix starts the mock engine's KV-cache response headers.
 	KVCachePrefix = "x-kv-cache-"
 
-	// RateLimitPrefix starts the gateway's rate-limit response headers
-	// (gateway.md §4.5).
+	// RateLimitPrefix starts the gateway's rate-limit response headers.
 	RateLimitPrefix = "x-ratelimit-"
 )
 
-// Header values shared across tiers, compared byte for byte.
+// Header values shared across tiers, compared byte for byte
+// (docs/design/headers.md#error-codes).
 const (
 	// ReasonQueueEstimateMismatch is pylon's StargateRetryReason when its
 	// local queue estimate exceeds the hub's; the hub retries a sibling
-	// backend in the same cluster (pylon.md §4, hub.md §3.4 step 8).
+	// backend in the same cluster, whose queue the hub's estimate also
+	// covered.
 	ReasonQueueEstimateMismatch = "queue_estimate_mismatch"
 
 	// ReasonUpstreamAdmissionRejected is pylon's StargateRetryReason for an
-	// engine 429/503 marked retryable (pylon.md §5.1 step 9).
+	// engine 429/503 marked retryable.
 	ReasonUpstreamAdmissionRejected = "upstream_admission_rejected"
 
 	// ReasonModelGenerationUnavailable is pylon's StargateRetryReason for a
-	// request to an unknown or unpublished model (pylon.md §1.3).
+	// request to an unknown or unpublished model.
 	ReasonModelGenerationUnavailable = "model_generation_unavailable"
 
 	// ReasonLocalConnectFailure is pylon's StargateRetryReason when it cannot
-	// connect to its engine (pylon.md §5.1 step 8).
+	// connect to its engine.
 	ReasonLocalConnectFailure = "local_connect_failure"
 
 	// ErrorCodeNoEligibleCandidates is the hub's StargateErrorCode on a 404
-	// for a target that was never advertised (hub.md §3.3 step D). The
-	// gateway retries it only when a discovery may have raced (hub.md §7).
+	// for a target that was never advertised. A gateway should retry it
+	// only when a model discovery may have raced the request.
 	ErrorCodeNoEligibleCandidates = "no_eligible_candidates"
 
 	// ErrorCodeInputWorkLimitExceeded is the hub's StargateErrorCode on an
-	// input-work admission 503, for both admission reasons (hub.md §3.6,
-	// §5.10).
+	// input-work admission 503, for both admission reasons
+	// (docs/design/hub-request.md#input-work-admission).
 	ErrorCodeInputWorkLimitExceeded = "input_work_limit_exceeded"
 
-	// ErrorCodeOverloaded is the hub's StargateErrorCode on every
-	// pre-upstream admission 503 in the later upstream base (hub.md §3.6
-	// [L]).
+	// ErrorCodeOverloaded is the hub's StargateErrorCode on a 503 when
+	// clusters exist but none could be chosen before the wait ran out, or
+	// every candidate failed; later upstream Stargate versions use it for
+	// every pre-upstream admission refusal.
 	ErrorCodeOverloaded = "overloaded_error"
 )
 

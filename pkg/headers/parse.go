@@ -10,8 +10,8 @@ import (
 )
 
 // Sentinel errors wrapped by *Error. Callers branch on them with errors.Is,
-// for example to tell a blank numeric header (a 400 at the hub, hub.md §11)
-// from an absent one, which the Get helpers report as present == false.
+// for example to tell a blank numeric header (a 400 at the hub) from an
+// absent one, which the Get helpers report as present == false.
 var (
 	// ErrEmpty means the value is blank after trimming spaces and tabs.
 	ErrEmpty = errors.New("value is empty")
@@ -57,30 +57,30 @@ const (
 	wantClusterID = "1 to 256 visible ASCII characters"
 )
 
-// MaxRequestIDLen caps x-request-id. The specs set no cap (hub.md §3.2 only
-// requires visible ASCII), so this follows the gateway's cap on the other
-// client-chosen identifier, the session id (gateway.md §2.2).
+// MaxRequestIDLen caps x-request-id. The hub only requires visible ASCII,
+// so this follows the gateway's cap on the other client-chosen identifier,
+// the session id (docs/design/sessions.md#validation).
 const MaxRequestIDLen = 256
 
 // MaxClusterIDLen caps a cluster id the gateway stores or sends as
-// x-stargate-last-cluster-id (gateway.md §7.5: longer values are not
-// stored).
+// x-stargate-last-cluster-id; longer values are not stored, which bounds
+// every entry of the shared last-cluster store.
 const MaxClusterIDLen = 256
 
 // ParseUint64 parses the value of the unsigned 64-bit header name
 // (x-input-tokens, x-output-tokens, x-request-slo-ms, x-max-wait-ms,
-// x-stargate-max-wait-ms, x-stargate-expected-queue-ms, ...). Per hub.md
-// §3.2 surrounding spaces and tabs are trimmed and a blank value is an
-// error. Only ASCII digits are accepted: no sign (RFC 9110 and RFC 8941
-// integers have none, and FormatUint never writes one), no inner space, no
-// base prefix. Leading zeros are accepted, as the hub's parser does.
+// x-stargate-max-wait-ms, x-stargate-expected-queue-ms, ...). Surrounding
+// spaces and tabs are trimmed and a blank value is an error
+// (docs/design/headers.md#parsing-rules). Only ASCII digits are accepted:
+// no sign (RFC 9110 and RFC 8941 integers have none, and FormatUint never
+// writes one), no inner space, no base prefix. Leading zeros are accepted,
+// as upstream Stargate's parser does.
 func ParseUint64(name, value string) (uint64, error) {
 	return parseUint(name, value, math.MaxUint64, wantUint64)
 }
 
 // ParseUint32 parses the value of the unsigned 32-bit header name, which
-// is x-priority (hub.md §3.2 step 5, pylon.md §5.1 step 2), with the rules
-// of ParseUint64.
+// is x-priority at the hub and at pylon, with the rules of ParseUint64.
 func ParseUint32(name, value string) (uint32, error) {
 	v, err := parseUint(name, value, math.MaxUint32, wantUint32)
 	return uint32(v), err
@@ -116,8 +116,8 @@ func FormatUint(v uint64) string { return strconv.FormatUint(v, 10) }
 // GetUint64 reads the unsigned 64-bit header name from h. present is false
 // only when the header is absent; a present but blank or malformed value
 // returns present == true and an error, because the hub answers 400 to it
-// (hub.md §3.2) instead of treating it as absent. Like net/http's Get it
-// reads the first value.
+// instead of treating it as absent. Like net/http's Get it reads the first
+// value.
 func GetUint64(h http.Header, name string) (v uint64, present bool, err error) {
 	vs := h[canonicalKey(name)]
 	if len(vs) == 0 {
@@ -140,7 +140,7 @@ func GetUint32(h http.Header, name string) (v uint32, present bool, err error) {
 // MillisDuration converts a millisecond header value to a Duration,
 // saturating at the largest Duration instead of wrapping: the hub accepts
 // any u64 for x-max-wait-ms and x-stargate-max-wait-ms and caps or
-// overflow-checks it itself (hub.md §3.2 step 10, §3.3).
+// overflow-checks it itself.
 func MillisDuration(ms uint64) time.Duration {
 	const maxMs = uint64(math.MaxInt64 / int64(time.Millisecond))
 	if ms > maxMs {
@@ -151,8 +151,8 @@ func MillisDuration(ms uint64) time.Duration {
 
 // FormatMillis formats d as whole milliseconds, rounded down, with negative
 // durations as 0. Rounding down means a budget derived from the remaining
-// deadline (x-stargate-max-wait-ms, hub.md §7) never promises time that is
-// not there; under 1 ms left gives 0, which disables retries.
+// deadline (x-stargate-max-wait-ms) never promises time that is not there;
+// under 1 ms left gives 0, which disables retries.
 func FormatMillis(d time.Duration) string {
 	if d <= 0 {
 		return "0"
@@ -160,12 +160,12 @@ func FormatMillis(d time.Duration) string {
 	return strconv.FormatInt(int64(d/time.Millisecond), 10)
 }
 
-// ParseBool parses a boolean header: x-kv-cache-hit (pylon.md §7.4),
-// x-stargate-retryable and x-stargate-upstream-retryable (hub.md §3.4 step
-// 8). Surrounding spaces and tabs are trimmed and true or false match in
-// any ASCII letter case, because the hub compares x-stargate-retryable
-// case-insensitively. Anything else is an error; the hub treats such a
-// value as not true, so callers that decide retries should do the same.
+// ParseBool parses a boolean header: x-kv-cache-hit, x-stargate-retryable
+// and x-stargate-upstream-retryable. Surrounding spaces and tabs are trimmed
+// and true or false match in any ASCII letter case, because the hub
+// compares x-stargate-retryable case-insensitively. Anything else is an
+// error; the hub treats such a value as not true, so callers that decide
+// retries should do the same.
 func ParseBool(name, value string) (bool, error) {
 	s := trimOWS(value)
 	switch {
@@ -200,11 +200,12 @@ func GetBool(h http.Header, name string) (v bool, present bool, err error) {
 }
 
 // ParseText applies the hub's rule for text headers (x-model,
-// x-routing-key, x-cache-affinity-key, x-stargate-last-cluster-id; hub.md
-// §3.2, §10.7): the value must be visible ASCII (bytes 0x20-0x7E and tab,
-// the set the hub's HTTP library accepts), surrounding spaces and tabs are
-// trimmed, and a blank or non-ASCII value is absent rather than an error.
-// ok is false when the header counts as absent.
+// x-routing-key, x-cache-affinity-key, x-stargate-last-cluster-id): the
+// value must be visible ASCII (bytes 0x20-0x7E and tab, the set upstream
+// Stargate's HTTP library accepts), surrounding spaces and tabs are
+// trimmed, and a blank or non-ASCII value is absent rather than an error,
+// so only a required header turns it into a 400. ok is false when the
+// header counts as absent.
 func ParseText(value string) (text string, ok bool) {
 	for i := 0; i < len(value); i++ {
 		if c := value[i]; c != '\t' && (c < 0x20 || c > 0x7e) {
@@ -228,9 +229,9 @@ func GetText(h http.Header, name string) (text string, ok bool) {
 
 // ValidateRequestID reports whether id is an acceptable x-request-id: 1 to
 // MaxRequestIDLen bytes, each printable ASCII other than space (0x21-0x7E).
-// The specs only require visible ASCII (hub.md §3.2); excluding spaces and
-// capping the length keeps the id safe to log, to put on spans and to echo
-// to the client (gateway.md §0.1). It does not trim.
+// The hub only requires visible ASCII; excluding spaces and capping the
+// length keeps the id safe to log, to put on spans and to echo to the
+// client, as the gateway does on every response. It does not trim.
 func ValidateRequestID(id string) error {
 	switch {
 	case id == "":
@@ -247,9 +248,9 @@ func ValidateRequestID(id string) error {
 }
 
 // ParseRequestID trims surrounding spaces and tabs from an x-request-id
-// value, as the hub does (hub.md §3.2), and validates the rest with
-// ValidateRequestID. A gateway that gets an error here generates a fresh id
-// instead (gateway.md §0.1).
+// value, as the hub does, and validates the rest with ValidateRequestID. A
+// gateway that gets an error here generates a fresh id instead of refusing
+// the request, since the id is only a correlation handle.
 func ParseRequestID(value string) (string, error) {
 	id := trimOWS(value)
 	if err := ValidateRequestID(id); err != nil {
@@ -260,10 +261,10 @@ func ParseRequestID(value string) (string, error) {
 
 // ParseClusterID validates a cluster id taken from x-stargate-cluster-id
 // before the gateway stores it, or read back from the store before it is
-// sent as x-stargate-last-cluster-id (gateway.md §7.5): surrounding spaces
-// and tabs are trimmed, and the rest must be 1 to MaxClusterIDLen bytes of
-// 0x20-0x7E, so the stored value is always a valid header value. Errors
-// name x-stargate-cluster-id, where the value came from.
+// sent as x-stargate-last-cluster-id: surrounding spaces and tabs are
+// trimmed, and the rest must be 1 to MaxClusterIDLen bytes of 0x20-0x7E, so
+// the stored value is always a valid header value. Errors name
+// x-stargate-cluster-id, where the value came from.
 func ParseClusterID(value string) (string, error) {
 	id := trimOWS(value)
 	switch {

@@ -4,21 +4,22 @@ import "net/http"
 
 // inboundExact lists the names, besides the StargatePrefix and
 // InferenceServerPrefix families, that StripInbound removes. Each is one the
-// gateway derives itself and a later tier trusts:
-//   - Model, RoutingKey, RoutingMethod: from the body's model and the model
-//     spec (gateway.md §1.2, §2.7);
-//   - InputTokens, TokenEstimate: the gateway's estimate (gateway.md §2.5);
-//   - CacheAffinityKey: the hashed session key (gateway.md §2.3); a raw
-//     client value would let a caller pick its own affinity (gateway.md §8);
-//   - Priority: from auth only; the inbound value is always deleted
-//     (gateway.md §2.7, §3.3);
-//   - RequestSLOMs, MaxWaitMs: stripped from client input (gateway.md §2.6,
-//     §8);
+// gateway derives itself and a later tier trusts
+// (docs/design/headers.md#who-strips-what):
+//   - Model, RoutingKey, RoutingMethod: from the body's model and the
+//     model's config;
+//   - InputTokens, TokenEstimate: the gateway's estimate;
+//   - CacheAffinityKey: the hashed session key; a raw client value would
+//     let a caller pick its own affinity, and so the cache of another
+//     tenant's session;
+//   - Priority: only the gateway may set it; 0 is the most urgent value;
+//   - RequestSLOMs, MaxWaitMs: they decide how long the hub holds the
+//     request, which is the operator's choice per model, not the caller's;
 //   - DynamoRequestPriority, DynamoRequestStrictPriority: engine priority,
-//     written only by pylon (hub.md §6.7);
-//   - TunnelMethod, TunnelPath: raw-QUIC framing fields that share the
-//     request header map (pylon.md §1.6), so a client copy could collide
-//     with them.
+//     written only by pylon;
+//   - TunnelMethod, TunnelPath: upstream Stargate's raw-QUIC framing
+//     fields, which share the request header map, so a client copy could
+//     collide with them.
 var inboundExact = [...]string{
 	Model, RoutingKey, RoutingMethod, InputTokens, TokenEstimate, CacheAffinityKey,
 	Priority, RequestSLOMs, MaxWaitMs, DynamoRequestPriority, DynamoRequestStrictPriority,
@@ -44,8 +45,8 @@ var inboundByLen = func() (t [maxNameLen + 1][]string) {
 // the gateway derives itself. It is false for the headers the gateway reads
 // from clients (x-request-id, x-multi-turn-session-id,
 // x-claude-code-session-id, the region headers), for x-output-tokens, which
-// only sizes the mock engine's output (pylon.md §7.3 step 6) and steers no
-// routing, and for every non-x-* header such as Authorization.
+// only sizes the mock engine's output and steers no routing, and for every
+// non-x-* header such as Authorization.
 func InboundReserved(name string) bool {
 	if !hasPrefixFold(name, "x-") {
 		return false
@@ -66,17 +67,18 @@ func InboundReserved(name string) bool {
 
 // StripInbound removes from h every header for which InboundReserved is
 // true, matching keys in any letter case so a key stored without
-// canonicalisation cannot slip through. The hub trusts these headers without
-// checking their sender (hub.md §3.2 step 12), so the gateway must call this
-// on every request it forwards, on all paths, whether or not a feature that
-// sets the header is enabled (gateway.md §7.6 step 1), and then set its own
-// values. With httputil.ReverseProxy that is inside Rewrite on the outbound
-// header, which runs after hop-by-hop removal (style guide A3).
+// canonicalisation cannot slip through. The hub acts on these headers
+// without checking their sender, so a relay that forwards a copy of the
+// client's headers must call this on every request, on all paths, whether
+// or not a feature that sets the header is enabled (a spoofed hint must not
+// reach the hub just because the feature that would overwrite it is off),
+// and then set its own values. With httputil.ReverseProxy that is inside
+// Rewrite on the outbound header, which runs after hop-by-hop removal.
 //
 // It keeps the headers the gateway reads from clients, so it may also run
 // on the inbound request before the handler derives the session. The
-// gateway's separate 400 for a client-supplied x-priority (gateway.md §0.1)
-// must be checked before this removes the header.
+// gateway's separate 400 for a client-supplied x-priority must be checked
+// before this removes the header.
 func StripInbound(h http.Header) {
 	for k := range h {
 		if InboundReserved(k) {
@@ -87,10 +89,11 @@ func StripInbound(h http.Header) {
 
 // StripSessionIDs removes the raw client session ids, x-multi-turn-session-id
 // and x-claude-code-session-id, in any letter case. The gateway reads them to
-// derive the session and then sends only the hashed x-cache-affinity-key
-// (gateway.md §2.3, §6.4), so it calls this on the outbound copy after
-// session derivation. StripInbound leaves them alone because running it
-// first would hide the session from the gateway itself.
+// derive the session and then sends only the hashed x-cache-affinity-key,
+// since a raw session id carries whatever the client put in it, so it calls
+// this on the outbound copy after session derivation. StripInbound leaves
+// them alone because running it first would hide the session from the
+// gateway itself.
 func StripSessionIDs(h http.Header) {
 	for k := range h {
 		if equalFoldASCII(k, MultiTurnSessionID) || equalFoldASCII(k, ClaudeCodeSessionID) {
@@ -102,13 +105,12 @@ func StripSessionIDs(h http.Header) {
 // InternalResponse reports whether the response header name (any letter
 // case) is internal to the tiers behind the gateway: every x-stargate-*
 // header (the serving cluster, error codes, retry metadata) and every
-// x-inference-server-* header (the serving backend), which gateway.md §3.3,
-// §6.4 and §8 call a leak when they reach clients, plus the raw-QUIC
-// x-status framing field (pylon.md §1.6). The specs expose none of the
-// x-stargate-* family to clients. It is false for the mock engine's
-// x-kv-cache-* headers, which the load generator reads (hub.md §9.1), and
-// for the gateway's own x-request-id, x-multi-turn-session-id and
-// x-ratelimit-* headers.
+// x-inference-server-* header (the serving backend), which would expose the
+// serving topology to clients, plus upstream Stargate's raw-QUIC x-status
+// framing field. No x-stargate-* header is meant for clients. It is false
+// for the mock engine's x-kv-cache-* headers, which the load generator
+// reads, and for the gateway's own x-request-id, x-multi-turn-session-id
+// and x-ratelimit-* headers.
 func InternalResponse(name string) bool {
 	return hasPrefixFold(name, StargatePrefix) ||
 		hasPrefixFold(name, InferenceServerPrefix) ||
@@ -118,8 +120,7 @@ func InternalResponse(name string) bool {
 // StripInternalResponse removes from h every header for which
 // InternalResponse is true, in any letter case. The gateway calls it on the
 // hub's response headers before copying them to the client, after it has
-// read x-stargate-cluster-id for last-cluster tracking (gateway.md §7.6 step
-// 3) and x-stargate-error-code for its error mapping. It never touches a
+// read x-stargate-cluster-id for last-cluster tracking. It never touches a
 // header the gateway itself sets, so it is also safe on the client
 // response's header map.
 func StripInternalResponse(h http.Header) {

@@ -101,8 +101,8 @@ func TestStripInbound(t *testing.T) {
 
 func TestStripInboundKeepsSessionForGateway(t *testing.T) {
 	t.Parallel()
-	// The gateway derives the session from x-multi-turn-session-id (gateway.md
-	// §2.1) and may strip before doing so; the id must survive.
+	// The gateway derives the session from x-multi-turn-session-id and may
+	// strip before doing so; the id must survive.
 	h := http.Header{}
 	h.Set(MultiTurnSessionID, "sess-123")
 	h.Set(StargateLastClusterID, "cluster-evil")

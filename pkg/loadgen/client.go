@@ -25,9 +25,9 @@ const (
 	// TargetGateway sends what a client sends: bearer auth, session ids in
 	// the body or x-multi-turn-session-id; the gateway derives the rest.
 	TargetGateway = "gateway"
-	// TargetHub adds the headers the gateway would set (docs/hub.md
-	// "Request contract"): x-model, x-input-tokens and, for sessions,
-	// x-cache-affinity-key.
+	// TargetHub adds the headers the gateway would set
+	// (docs/design/headers.md#gateway-to-hub): x-model, x-input-tokens
+	// and, for sessions, x-cache-affinity-key.
 	TargetHub = "hub"
 )
 
@@ -100,7 +100,7 @@ func (r *Result) OK() bool { return r.Err == "" && r.Status >= 200 && r.Status <
 
 // AffinityKey is the hub-facing cache-affinity key of a session id, as
 // the gateway derives it from prompt_cache_key or a conversation id
-// (gateway.md §2.3).
+// (docs/design/sessions.md#affinity-key).
 func AffinityKey(session string) string {
 	sum := sha256.Sum256([]byte(session))
 	return "mt:v1:session:" + hex.EncodeToString(sum[:])
@@ -108,7 +108,8 @@ func AffinityKey(session string) string {
 
 // PayloadAffinityKey is the key the gateway derives for a chat request
 // without a session id: mt:v1:payload:<sha256 of the messages array as Go
-// marshals it> (gateway.md §2.3). It changes every turn, so only the first
+// marshals it> (docs/design/sessions.md#affinity-key). It changes every
+// turn, so only the first
 // turn of a conversation can use it.
 func PayloadAffinityKey(msgs []Message) string {
 	b, _ := json.Marshal(msgs) // strings only: cannot fail

@@ -198,7 +198,8 @@ func checkWire(t *testing.T, target string, w *workload.Workload, got []seen) {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestAffinityKeyVector(t *testing.T) {
-	// gateway.md §2.3 test vector.
+	// The gateway's affinity-key test vectors
+	// (docs/design/sessions.md#affinity-key).
 	if got := AffinityKey("abc"); got != "mt:v1:session:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {
 		t.Fatal(got)
 	}

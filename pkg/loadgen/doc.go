@@ -1,10 +1,10 @@
 // Package loadgen replays workload files (package workload) against the
 // gateway or the hub and measures what came back: per request TTFT,
 // latency, cached and output tokens, status, retries and serving cluster;
-// per run the statistics of workloads.md (nearest-rank percentiles,
-// cache-hit %, new/returning sessions, cluster shares, sessions that
-// escaped their cluster and whether they followed it); per campaign the
-// same across arms, with repeats aggregated by medians.
+// per run the statistics of docs/loadgen.md#reporting-rules (nearest-rank
+// percentiles, cache-hit %, new/returning sessions, cluster shares,
+// sessions that escaped their cluster and whether they followed it); per
+// campaign the same across arms, with repeats aggregated by medians.
 //
 // It only sends what a workload file says, to the URL it is given, within
 // the bounds it is given (request count, per-request timeout, run

@@ -332,10 +332,10 @@ func movement(records []Record) (sessions, escaped, eligible, followed, moves in
 }
 
 // Aggregate combines the statistics of repeated runs by the reporting
-// rules of workloads.md: counts are sums across runs; rates, cache-hit
-// percentages and latency percentiles are medians of the per-run values
-// (never percentiles of pooled requests). Cluster shares are recomputed
-// from the summed counts.
+// rules (docs/loadgen.md#reporting-rules): counts are sums across runs;
+// rates, cache-hit percentages and latency percentiles are medians of the
+// per-run values (never percentiles of pooled requests). Cluster shares
+// are recomputed from the summed counts.
 func Aggregate(runs []Stats) Stats {
 	if len(runs) == 1 {
 		return runs[0]

@@ -10,8 +10,9 @@ import (
 	"github.com/stargate-router/stargate/pkg/mockengine/kvcache"
 )
 
-// Config is every knob of the mock engine. Flag names follow the reference
-// mock (pylon.md §7.1) where it has one; the rest are ours.
+// Config is every knob of the mock engine. Flag names follow upstream
+// Stargate's mock engine where it has one, so scripts written for it keep
+// working; the rest are ours (docs/mock-engine.md#flags).
 type Config struct {
 	// Listen is the HTTP address (--listen, alias --http-listen-addr).
 	Listen string

@@ -111,11 +111,13 @@ func (e *Engine) embeddingTokens(emb *embedding) int {
 }
 
 // embeddingBase64 is two float32 zeros, little endian, base64-encoded: the
-// reference mock's fixed base64 vector.
+// fixed base64 vector upstream Stargate's mock engine answers, kept so
+// clients tested against it see the same bytes.
 const embeddingBase64 = "AAAAAAAAAAA="
 
 // serveEmbeddings answers at once: admission is its only cost, and the
-// running slot is held only while the handler runs (pylon.md §7.3).
+// running slot is held only while the handler runs
+// (docs/mock-engine.md#embeddings).
 func (e *Engine) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 	arrived := e.clock.Now()
 	body, oerr := openai.ReadBody(w, r, e.cfg.MaxBodyBytes)

@@ -117,9 +117,10 @@ func (e *Engine) serveResponses(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveGeneration runs one generating request through admission, prefix
-// cache, shared prefill and decode, in the order of the reference mock
-// (pylon.md §7.3): prefill finishes before response headers go out, then the
-// base TTFT, then one token per token delay.
+// cache, shared prefill and decode, in the order of
+// docs/mock-engine.md#the-model: prefill finishes before response headers
+// go out (so pylon counts a prefilling request as queued), then the base
+// TTFT, then one token per token delay.
 func (e *Engine) serveGeneration(w http.ResponseWriter, r *http.Request, endpoint string, parse func([]byte) (*generation, *openai.Error)) {
 	arrived := e.clock.Now()
 	body, oerr := openai.ReadBody(w, r, e.cfg.MaxBodyBytes)
@@ -242,8 +243,10 @@ func (e *Engine) acquire(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// outputLength follows the reference: x-output-tokens when present, else
-// max_tokens capped by --num-tokens. The finish reason is "length" when the
+// outputLength is x-output-tokens when present, so the load generator
+// controls reply sizes exactly whatever the body says, else max_tokens
+// capped by --num-tokens, as upstream Stargate's mock engine does. The
+// finish reason is "length" when the
 // client's max_tokens is what stopped generation, as on a real engine.
 func (e *Engine) outputLength(r *http.Request, g *generation) (int, string, *openai.Error) {
 	n, present, err := headers.GetUint64(r.Header, headers.OutputTokens)
@@ -339,8 +342,9 @@ func (e *Engine) serveKVStats(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// statsPingInterval is the reference's keep-alive cadence on the stats
-// stream; it is wall time and not scaled, since it exists for the reader.
+// statsPingInterval is the keep-alive cadence on the stats stream, one
+// second as upstream Stargate's mock engine sends it; it is wall time and
+// not scaled, since it exists for the reader.
 const statsPingInterval = time.Second
 
 func (e *Engine) serveStatsStream(w http.ResponseWriter, r *http.Request) {

@@ -147,10 +147,10 @@ func (r *run) responseObject(created int64, completed bool, text string, generat
 	return obj
 }
 
-// streamResponses sends a Responses stream (pylon.md §7.5): named events
-// response.created at once, one response.output_text.delta per token, then
-// response.completed with the whole output and usage; no [DONE]. It returns
-// the tokens that reached the client.
+// streamResponses sends a Responses stream (docs/mock-engine.md#responses):
+// named events response.created at once, one response.output_text.delta
+// per token, then response.completed with the whole output and usage; no
+// [DONE]. It returns the tokens that reached the client.
 func (r *run) streamResponses() int {
 	rc, ok := r.startSSE()
 	if !ok {

@@ -5,8 +5,10 @@ import (
 	"sync"
 )
 
-// statsEvent is one line of the engine stats stream (pylon.md §2.2, §7.6).
-// Counters are cumulative per request.
+// statsEvent is one line of the engine stats stream
+// (docs/mock-engine.md#engine-stats-stream, read by pylon as
+// docs/design/statistics.md#engine-stats-stream describes). Counters are
+// cumulative per request.
 type statsEvent struct {
 	Type            string  `json:"type"`
 	V               int     `json:"v"`
@@ -18,7 +20,8 @@ type statsEvent struct {
 }
 
 // subscriberBuffer is the per-subscriber backlog; a subscriber that falls
-// further behind skips events, as the reference's broadcast channel does.
+// further behind skips events rather than slowing requests, as upstream
+// Stargate's mock engine does.
 const subscriberBuffer = 1024
 
 // broadcaster fans stats lines out to every open stream. Nothing sent before

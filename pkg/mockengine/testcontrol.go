@@ -7,8 +7,9 @@ import (
 	"sync"
 )
 
-// Request classes of the test-control counters (pylon.md §7.7): traffic the
-// pylon generates itself (calibration, canaries) and everything else.
+// Request classes of the test-control counters: traffic the pylon
+// generates itself (calibration, canaries) and everything else. The label
+// values are upstream Stargate's, which its tests and ours assert on.
 const (
 	classPylon   = "pylon_generated"
 	classGateway = "api_gateway"

@@ -1,7 +1,8 @@
 // Package protocol is the hub<->pylon wire contract: the handshake a pylon
 // sends when it dials a hub, the hub's answer, the registration snapshots the
 // pylon streams over the tunnel, and the per-model statistics they carry
-// (the reference's ModelStats, pylon.md §2.1, hub.md §6.2).
+// (upstream Stargate's ModelStats, field for field;
+// docs/design/statistics.md#fields).
 //
 // The transport is one TCP (optionally TLS) connection per (pylon, hub) pair,
 // opened by the pylon. After the handshake frames, the pylon serves HTTP/2 on

@@ -71,7 +71,7 @@ type HandshakeAck struct {
 // Status of a model in a registration.
 type Status string
 
-// Model statuses, as in the reference's INFERENCE_SERVER_STATUS_*.
+// Model statuses, as in upstream Stargate's INFERENCE_SERVER_STATUS_*.
 const (
 	StatusActive   Status = "active"
 	StatusInactive Status = "inactive"
@@ -96,9 +96,11 @@ type ModelEntry struct {
 	Stats  *ModelStats `json:"stats,omitempty"`
 }
 
-// ModelStats is what a pylon publishes per model (pylon.md §2.1; field
-// numbers in comments are the reference proto's). Counts are live values at
-// SentAt, rates are tokens per second.
+// ModelStats is what a pylon publishes per model
+// (docs/design/statistics.md#fields; the numbers in comments are the field
+// numbers of upstream Stargate's protobuf message, kept so the two can be
+// compared field by field). Counts are live values at SentAt, rates are
+// tokens per second.
 type ModelStats struct {
 	LastMeanInputTPS              float64           `json:"last_mean_input_tps"`                // 1: sticky running mean, 0 until 5 samples
 	OutputTPS                     float64           `json:"output_tps"`                         // 2: windowed, cleared when stale
@@ -123,7 +125,7 @@ type ModelStats struct {
 	MaxInputTPS float64 `json:"max_input_tps,omitempty"` // 18
 }
 
-// Capability and source labels (pylon.md §2.1 fields 16/17).
+// Capability and source labels (fields 16 and 17 of ModelStats).
 const (
 	CapabilityChunkUsage    = "request.output.chunk_usage"
 	CapabilityEngineStream  = "model.throughput.engine_stream"

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Canonical suite names (shared/spec/workloads.md).
+// Canonical suite names (docs/loadgen.md#workloads-and-suites).
 const (
 	SuiteSmoke       = "smoke"
 	SuiteCapacity    = "capacity"
@@ -18,11 +18,13 @@ const (
 	SuiteMixed       = "mixed"
 )
 
-// Suites lists the canonical suites in the order workloads.md gives them.
+// Suites lists the canonical suites in the order upstream Stargate's
+// campaign runs them.
 var Suites = []string{SuiteSmoke, SuiteCapacity, SuiteSessions, SuiteHighContext, SuiteMixed}
 
-// CapacityRates are the reference campaign's open-loop target rates
-// (req/s); a capacity campaign generates one workload per rate.
+// CapacityRates are upstream Stargate's campaign's open-loop target rates
+// (req/s), kept so our results compare with its published ones; a capacity
+// campaign generates one workload per rate.
 var CapacityRates = []float64{8, 16, 24, 32, 48}
 
 // Arrival processes of the open-loop suites.
@@ -39,7 +41,7 @@ const (
 // SuiteParams are the knobs of the suite generators. A zero field takes
 // the suite's default (DefaultsFor); the defaults run on one 2-core machine
 // against the mock fleet in about a minute, except capacity and
-// high-context, whose defaults are the reference campaign's.
+// high-context, whose defaults are upstream Stargate's campaign's.
 type SuiteParams struct {
 	// Seed makes the workload: the same seed and params give the same
 	// bytes.
@@ -274,7 +276,8 @@ type gen struct {
 
 // source picks how a session names itself: mostly prompt_cache_key, some
 // Responses conversation ids, some x-multi-turn-session-id headers. A
-// conversation id only exists on /v1/responses (gateway.md §2.1).
+// conversation id only exists on /v1/responses
+// (docs/design/sessions.md#session-sources).
 func (g *gen) source() (source, endpoint string) {
 	switch x := g.rng.intn(20); {
 	case x < 15:
@@ -400,8 +403,8 @@ func (g *gen) highContext() *Workload {
 	}
 	return &Workload{Header: Header{Mode: ModeClosed, Workers: p.Workers, Params: map[string]any{
 		"workers": p.Workers, "scale": p.Scale, "output_tokens": p.OutputTokens,
-		// The reference campaign's budgets; loadgen uses them as request
-		// SLO, routing wait and client timeout.
+		// Upstream Stargate's campaign's budgets; loadgen uses them as
+		// request SLO, routing wait and client timeout.
 		"request_slo_ms": 60_000, "max_wait_ms": 60_000, "client_timeout_ms": 90_000,
 	}}, Requests: reqs}
 }
@@ -494,7 +497,7 @@ func (g *gen) capacity() *Workload {
 	}}, Requests: reqs}
 }
 
-// Mixed stream rates (req/s), the reference campaign's caps.
+// Mixed stream rates (req/s), upstream Stargate's campaign's caps.
 const (
 	MixedHotRate   = 8
 	MixedShortRate = 4

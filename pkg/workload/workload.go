@@ -31,7 +31,7 @@ const (
 )
 
 // Session sources: how a request names its session to the gateway
-// (gateway.md §2.1).
+// (docs/design/sessions.md#session-sources).
 const (
 	SourcePromptCacheKey = "prompt_cache_key"
 	SourceConversation   = "conversation"

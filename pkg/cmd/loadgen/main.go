@@ -381,7 +381,7 @@ engines-before.txt in the arm's folder, runs the arm, records engines-after.txt 
 	fs.String(&suites, "suites", "LOADGEN_SUITES", "", "comma-separated suites; capacity expands to one workload per rate, capacity@R names one")
 	fs.String(&armsPath, "arms", "LOADGEN_ARMS", "", `arms file: [{"name": "p2", "lb_config": "p2.json", "description": "...", "info": {...}}, ...]`)
 	fs.String(&out, "out", "LOADGEN_OUT", "", "campaign results folder")
-	fs.Int(&repeats, "repeats", "LOADGEN_REPEATS", 1, "runs per suite and arm (the reference: 3 for sessions, 2 for mixed)")
+	fs.Int(&repeats, "repeats", "LOADGEN_REPEATS", 1, "runs per suite and arm (upstream Stargate's campaign: 3 for sessions, 2 for mixed)")
 	fs.Bool(&resume, "resume", "LOADGEN_RESUME", false, "skip runs whose run.json is complete (and arms whose runs all are, hooks included)")
 	fs.String(&before, "before-arm", "LOADGEN_BEFORE_ARM", "", "shell command run before each arm (env ARM_NAME, ARM_LB_CONFIG, RESULTS_DIR, CAMPAIGN_DIR), e.g. a stack restart")
 	fs.String(&after, "after-arm", "LOADGEN_AFTER_ARM", "", "shell command run after each arm, same environment")

@@ -1,11 +1,11 @@
-// Command relay-floor is the yardstick for the spine's added latency: a
+// Command baseline-proxy is the yardstick for the spine's added latency: a
 // bare net/http/httputil reverse proxy with no routing, no tunnel and no
 // observation. Two of them chained in front of a mock engine
 // (scripts/bench-spine.sh) measure what any two Go HTTP hops cost on the
 // machine at hand, so the hub + pylon numbers can be read against the
 // machine's floor instead of against zero.
 //
-//	relay-floor --listen 127.0.0.1:18101 --target http://127.0.0.1:18090
+//	baseline-proxy --listen 127.0.0.1:18101 --target http://127.0.0.1:18090
 package main
 
 import (
@@ -22,13 +22,13 @@ import (
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "relay-floor:", err)
+		fmt.Fprintln(os.Stderr, "baseline-proxy:", err)
 		os.Exit(2)
 	}
 }
 
 func run(args []string) error {
-	fs := flag.NewFlagSet("relay-floor", flag.ContinueOnError)
+	fs := flag.NewFlagSet("baseline-proxy", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:18101", "address to serve on")
 	target := fs.String("target", "", "base URL every request is forwarded to (required)")
 	if err := fs.Parse(args); err != nil {
