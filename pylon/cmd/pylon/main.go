@@ -1,8 +1,11 @@
 // Command pylon is the cluster agent: it dials every hub, registers its
 // engine's models over a reverse HTTP/2 tunnel, streams their statistics,
-// applies queue admission and relays the hub's requests to the engine. Run it
-// with --help for every flag, its environment variable and its default;
-// docs/pylon.md describes the behaviour.
+// applies queue admission and forwards the hub's requests to the engine.
+// Run it with --help for every flag, its environment variable and its
+// default; docs/pylon.md describes the behaviour.
+//
+// main only parses and validates the configuration; the agent package
+// wires and runs the pylon.
 package main
 
 import (
@@ -15,6 +18,8 @@ import (
 
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/obs"
+	"github.com/stargate-router/stargate/pylon/internal/agent"
+	"github.com/stargate-router/stargate/pylon/internal/config"
 )
 
 // version is set by the Makefile through -ldflags.
@@ -27,10 +32,10 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	cfg := defaultConfig()
+	cfg := config.Default()
 	var logCfg obs.LogConfig
 	fs := cli.New("pylon", "pylon: registers an engine's models with every hub over reverse tunnels and relays the hubs' requests.", stdout)
-	cfg.register(fs)
+	cfg.Register(fs)
 	logCfg.Register(fs, "PYLON_")
 	if err := fs.Parse(args, getenv); err != nil {
 		if cli.IsHelp(err) {
@@ -44,16 +49,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "pylon:", err)
 		return 2
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "pylon: invalid configuration:", err)
 		return 2
 	}
-	a, err := newApp(cfg, log)
+	a, err := agent.New(cfg, log, version)
 	if err != nil {
 		fmt.Fprintln(stderr, "pylon:", err)
 		return 1
 	}
-	if err := a.run(ctx); err != nil {
+	if err := a.Run(ctx); err != nil {
 		log.Error("pylon stopped with an error", "err", err)
 		return 1
 	}

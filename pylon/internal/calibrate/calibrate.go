@@ -17,16 +17,18 @@ import (
 
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/headers"
-	"github.com/stargate-router/stargate/pylon/internal/relay"
+	"github.com/stargate-router/stargate/pylon/internal/engineproxy"
 )
 
 // ErrInsufficientData is returned when the ramp ended before the running
-// mean had its five samples; the reference treats it as fatal at startup.
+// mean had its five samples. The pylon stops at startup then: publishing a
+// model with no input TPS would make the hub score any work sent to it as
+// an infinite wait.
 var ErrInsufficientData = errors.New("calibration ended without enough completed requests for an input TPS")
 
 // Tracker observes calibration requests and reports the resulting TPS.
 type Tracker interface {
-	Begin(info relay.RequestInfo) relay.Observation
+	Begin(info engineproxy.RequestInfo) engineproxy.Observation
 	// InputTPS is the model's published last_mean_input_tps, if valid.
 	InputTPS(model string) (float64, bool)
 }
@@ -54,7 +56,9 @@ type Config struct {
 	Log    *slog.Logger
 }
 
-// step n of the ramp (pylon.md §3 table).
+// step n of the ramp (docs/design/statistics.md#calibration): prompt
+// min(256·2ⁿ, max(PromptUnits, 256)), Requests·2ⁿ requests, concurrency
+// min(n+1, max(MaxConcurrency, 1)).
 func (c *Config) step(n int) (promptUnits, requests, concurrency int) {
 	ceiling := max(c.PromptUnits, 256)
 	promptUnits = ceiling
@@ -209,7 +213,7 @@ func requestBody(model string, units int) []byte {
 // send runs one observed calibration request. tooLong reports a 4xx whose
 // message says the prompt exceeds the context.
 func send(ctx context.Context, cfg *Config, tr Tracker, id string, body []byte, units uint64) (tooLong bool, err error) {
-	obs := tr.Begin(relay.RequestInfo{ID: id, Model: cfg.Model, Endpoint: relay.EndpointChat, InputTokens: units})
+	obs := tr.Begin(engineproxy.RequestInfo{ID: id, Model: cfg.Model, Endpoint: engineproxy.EndpointChat, InputTokens: units})
 	completed := false
 	defer func() {
 		if completed {

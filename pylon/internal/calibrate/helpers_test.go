@@ -17,7 +17,7 @@ import (
 
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/headers"
-	"github.com/stargate-router/stargate/pylon/internal/relay"
+	"github.com/stargate-router/stargate/pylon/internal/engineproxy"
 	"github.com/stargate-router/stargate/pylon/internal/stats"
 )
 
@@ -32,12 +32,12 @@ const hangGuard = 10 * time.Second
 const testModel = "test-model"
 
 // tracker adapts the real collector to calibrate.Tracker exactly as
-// cmd/pylon/tracker.go does.
+// internal/agent/tracker.go does.
 type tracker struct{ c *stats.Collector }
 
-func (t tracker) Begin(info relay.RequestInfo) relay.Observation {
+func (t tracker) Begin(info engineproxy.RequestInfo) engineproxy.Observation {
 	return observation{t.c.Begin(stats.RequestInfo{
-		ID: info.ID, Model: info.Model, Endpoint: info.Endpoint, InputTokens: info.InputTokens,
+		ID: info.ID, Model: info.Model, Endpoint: stats.Endpoint(info.Endpoint), InputTokens: info.InputTokens,
 		Priority: info.Priority, RoutingKey: info.RoutingKey,
 	})}
 }

@@ -71,7 +71,8 @@ func TestStreamModeInputTPSAcceptance(t *testing.T) {
 	if n := h.c.gens[model].dist.count; n != 5 {
 		t.Fatalf("distribution holds %d samples, want 5", n)
 	}
-	// Output: first sample 1 token over the 500 ms since (0,0) (trap 8),
+	// Output: first sample 1 token over the 500 ms since (0,0) (an engine
+	// counter starts at 0 at acceptance, so the first sample includes TTFT),
 	// then 1 token per 100 ms.
 	if !approx(s.MaxOutputTPS, 10, 1e-9) {
 		t.Fatalf("max_output_tps %v", s.MaxOutputTPS)
@@ -402,7 +403,7 @@ func TestSweepRequestTTL(t *testing.T) {
 	if _, ok := h.c.reqs["slow"]; ok {
 		t.Fatal("tombstone outlived the TTL")
 	}
-	// The projection is the relay's: the observer still counts until Finish.
+	// The projection is the engine proxy's: the observer still counts until Finish.
 	if s := h.stats(model); s.NumRunningQueries != 1 {
 		t.Fatalf("projection %+v", s)
 	}
@@ -430,7 +431,7 @@ func TestMaxInputTPSIsThePeakMean(t *testing.T) {
 }
 
 // --max-engine-concurrency is published as max_engine_concurrency; without
-// it the field stays 0 (unknown), as in the reference.
+// it the field stays 0 (unknown), as upstream Stargate always publishes it.
 func TestMaxEngineConcurrencyPublished(t *testing.T) {
 	t.Parallel()
 	for _, mec := range []uint64{0, 25} {

@@ -17,18 +17,22 @@ import (
 	"github.com/stargate-router/stargate/pkg/protocol"
 )
 
-// Request-id prefixes of pylon's own traffic (pylon.md §3). Engine events
-// for calibration ids are dropped; canary ids of this process resolve to
-// their generation.
+// Request-id prefixes of pylon's own traffic. Engine events for
+// calibration ids are dropped (calibration is measured from the pylon's own
+// observations); canary ids of this process resolve to their generation.
 const (
 	CalibrationPrefix = "calibration-"
 	CanaryPrefix      = "canary-"
 )
 
-// Values of the source label on the engine-stats metrics.
+// throughputSource is where a request's counter updates come from; its
+// value is the source label on the engine-stats metrics.
+type throughputSource string
+
+// Throughput sources.
 const (
-	sourceEngine   = "engine_stats_stream"
-	sourceFallback = "openai_fallback"
+	sourceEngine   throughputSource = "engine_stats_stream"
+	sourceFallback throughputSource = "openai_fallback"
 )
 
 // ErrRunning is returned by a second concurrent call to Run.
@@ -64,7 +68,9 @@ type Collector struct {
 	onLine    func()                               // after a stream line is handled
 }
 
-// generation is the state of one (model, sequence) pair (pylon.md §1.3).
+// generation is the state of one (model, sequence) pair. Keying state by
+// generation means a model removed and added again never mixes old and new
+// statistics, and a late update for a retired generation changes nothing.
 // Everything is guarded by Collector.mu.
 type generation struct {
 	model   string
@@ -101,7 +107,7 @@ type reqTrack struct {
 	obsDoneAt time.Time
 
 	counting bool
-	source   string
+	source   throughputSource
 	in, out  counterState
 	lastSeen time.Time
 
@@ -276,7 +282,8 @@ func (c *Collector) signal() {
 }
 
 // NewCalibrationID returns a fresh calibration request id for model's
-// current generation, "calibration-<scope>-g<seq>-<n>" (pylon.md §3).
+// current generation, "calibration-<scope>-g<seq>-<n>": the process scope
+// and generation let engine events for it be recognised as the pylon's own.
 func (c *Collector) NewCalibrationID(model string) (string, bool) {
 	return c.newID(CalibrationPrefix, model)
 }
@@ -312,8 +319,9 @@ func (c *Collector) resolveCanaryLocked(id string) *generation {
 	return c.bySeq[seq]
 }
 
-// Stats returns model's current statistics (every pylon.md §2.1 field), or
-// false when the model has no generation.
+// Stats returns model's current statistics (every field of
+// docs/design/statistics.md#fields), or false when the model has no
+// generation.
 func (c *Collector) Stats(model string) (protocol.ModelStats, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -327,7 +335,7 @@ func (c *Collector) Stats(model string) (protocol.ModelStats, bool) {
 func (c *Collector) statsLocked(g *generation) protocol.ModelStats {
 	s := protocol.ModelStats{
 		// The engine does not report its concurrency; the operator may
-		// (--max-engine-concurrency, pylon.md §7.9), else it stays 0.
+		// (--max-engine-concurrency), else it stays 0.
 		MaxEngineConcurrency:  c.cfg.MaxEngineConcurrency,
 		LastMeanInputTPS:      g.lastMean,
 		MaxInputTPS:           g.maxIn,
@@ -395,11 +403,11 @@ func (c *Collector) statsLocked(g *generation) protocol.ModelStats {
 	return s
 }
 
-// LocalQueueMs is queue admission's local estimate (pylon.md §4 step 3):
-// ceil(prompt work at priorities ≤ prio of Pending and InputProcessing
-// requests, leaving out self's own contribution, / last_mean_input_tps ×
-// 1000). ok is false when model has no generation or no valid TPS. self may
-// be nil.
+// LocalQueueMs is queue admission's local estimate
+// (docs/design/statistics.md#queue-admission): ceil(prompt work at
+// priorities ≤ prio of Pending and InputProcessing requests, leaving out
+// self's own contribution, / last_mean_input_tps × 1000). ok is false when
+// model has no generation or no valid TPS. self may be nil.
 func (c *Collector) LocalQueueMs(model string, prio uint32, self *Observer) (ms uint64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -407,11 +415,11 @@ func (c *Collector) LocalQueueMs(model string, prio uint32, self *Observer) (ms 
 	if g == nil || !validTPS(g.lastMean) {
 		return 0, false
 	}
-	// The hub's free-slot rule (hub.md §4 [L]): with a known engine
-	// concurrency and a slot free for this request, the hub expects no
-	// queue, so neither may the admission check, or every request that
-	// arrives while another prefills is refused and sent away from its
-	// cache.
+	// The hub's free-slot rule (docs/design/algorithms.md#free-slot-rule):
+	// with a known engine concurrency and a slot free for this request,
+	// the hub expects no queue, so neither may the admission check, or
+	// every request that arrives while another prefills is refused and
+	// sent away from its cache.
 	if mec := c.cfg.MaxEngineConcurrency; mec > 0 {
 		others := uint64(len(g.live))
 		if _, in := g.live[self]; in {
@@ -463,8 +471,9 @@ func (c *Collector) addOutputSample(g *generation, tps float64, counter bool) {
 }
 
 // applyCountersLocked applies one cumulative counter update to t
-// (pylon.md §2.5) and reports the invalid reason when it is dropped.
-func (c *Collector) applyCountersLocked(t *reqTrack, source string, in, out *uint64, finished bool, now time.Time) string {
+// (docs/design/statistics.md#aggregation) and reports the invalid reason
+// when it is dropped.
+func (c *Collector) applyCountersLocked(t *reqTrack, source throughputSource, in, out *uint64, finished bool, now time.Time) string {
 	if t.finalized {
 		return ReasonPostFinalize
 	}
@@ -573,7 +582,7 @@ func (c *Collector) fallbackLocked(engine int) bool {
 	return engine >= 0 && engine < len(c.fallback) && c.fallback[engine]
 }
 
-func (c *Collector) sourceLocked() string {
+func (c *Collector) sourceLocked() throughputSource {
 	if slices.Contains(c.fallback, true) {
 		return sourceFallback
 	}

@@ -16,7 +16,8 @@ import (
 	"github.com/stargate-router/stargate/pkg/clock"
 )
 
-// Stream modes of --engine-stats-stream (pylon.md §2.2).
+// Stream modes of --engine-stats-stream
+// (docs/design/statistics.md#engine-stats-stream).
 const (
 	// ModeAuto consumes the engine stats stream and switches to the OpenAI
 	// fallback only when the stream answers 404, 405 or 501 before any valid
@@ -31,7 +32,8 @@ const (
 // DefaultStreamPath is the default --engine-stats-stream-path.
 const DefaultStreamPath = "/pylon/v1/stats/stream"
 
-// Aggregation constants (pylon.md §2.5). They have no flags.
+// Aggregation constants (docs/design/statistics.md#aggregation). They have
+// no flags.
 const (
 	// WindowSize is the number of output-TPS samples averaged into
 	// output_tps.
@@ -51,7 +53,7 @@ const (
 	ModelTTL = 30 * time.Second
 	// SweepInterval is the period of the stale sweep.
 	SweepInterval = time.Second
-	// KVPollInterval and KVPollTimeout time the KV-cache poll (§2.3).
+	// KVPollInterval and KVPollTimeout time the KV-cache poll.
 	KVPollInterval = time.Second
 	KVPollTimeout  = time.Second
 	// MaxLineBytes bounds one engine stats stream line, CR/LF excluded.
@@ -97,7 +99,8 @@ type Config struct {
 	PinInputTPS bool
 	// MaxEngineConcurrency is --max-engine-concurrency: how many requests
 	// the engines behind this pylon run at once, published as
-	// max_engine_concurrency (0 = unknown, the reference's only value).
+	// max_engine_concurrency (0 = unknown; upstream Stargate's pylon always
+	// publishes 0, having no source for it).
 	MaxEngineConcurrency uint64
 	// Registerer receives the package's metrics; nil registers none.
 	Registerer prometheus.Registerer

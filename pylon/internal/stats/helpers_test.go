@@ -3,6 +3,7 @@ package stats
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,10 @@ type harness struct {
 }
 
 // newHarness builds a Collector from cfg, filling in the fake clock, a
-// registry and a placeholder upstream when cfg has none.
+// registry, a placeholder upstream when cfg has none, and an HTTP client of
+// its own: with the shared default transport, an idle connection left by
+// another test's closed server could be reused for a new server that got
+// the same port, and fail this test's first request.
 func newHarness(t testing.TB, cfg Config) *harness {
 	t.Helper()
 	h := &harness{t: t, clk: clock.NewFake(epoch), reg: prometheus.NewRegistry()}
@@ -34,6 +38,11 @@ func newHarness(t testing.TB, cfg Config) *harness {
 	}
 	cfg.Clock = h.clk
 	cfg.Registerer = h.reg
+	if cfg.HTTPClient == nil {
+		tr := &http.Transport{}
+		t.Cleanup(tr.CloseIdleConnections)
+		cfg.HTTPClient = &http.Client{Transport: tr}
+	}
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)

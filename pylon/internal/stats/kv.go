@@ -9,7 +9,8 @@ import (
 	"strings"
 )
 
-// kvStats is the body of the KV-cache stats endpoint (pylon.md §2.3).
+// kvStats is the body of the KV-cache stats endpoint
+// (docs/design/statistics.md#kv-cache-polling).
 // Other keys are ignored; a missing or mistyped field fails the poll.
 type kvStats struct {
 	Model    *string `json:"model"`

@@ -7,7 +7,8 @@ import (
 )
 
 // Invalid-event reasons of pylon_engine_stats_stream_invalid_events_total.
-// The first seven classify a line (pylon.md §2.2); the rest classify a
+// The first eight classify a line
+// (docs/design/statistics.md#engine-stats-stream); the rest classify a
 // well-formed stats event that cannot be applied.
 const (
 	ReasonJSON         = "json"
@@ -61,7 +62,8 @@ type engineEvent struct {
 
 // parseLine validates one line, without its LF or CRLF. It classifies every
 // input: blank, ping, stats (with the event), or invalid (with the reason).
-// Field checks follow the reference order: v, type, request_id, model,
+// Field checks follow upstream Stargate's order, so a line with several
+// problems is counted under the same reason: v, type, request_id, model,
 // tokens_processed, tokens_generated, finished, then the empty-stats rule.
 // A key present with the wrong JSON kind (null included) is "field"; any v
 // other than the integer literal 1 is "version". Unknown keys are ignored.
@@ -186,7 +188,7 @@ func optionalCounter(obj map[string]json.RawMessage, key string) (*uint64, bool)
 		return nil, true
 	}
 	raw = bytes.TrimSpace(raw)
-	if string(raw) == "-0" { // a JSON integer the reference reads as 0
+	if string(raw) == "-0" { // a JSON integer; upstream Stargate reads it as 0, so do we
 		zero := uint64(0)
 		return &zero, true
 	}

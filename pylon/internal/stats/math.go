@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// counterState samples one cumulative per-request counter (pylon.md §2.5):
+// counterState samples one cumulative per-request counter
+// (docs/design/statistics.md#aggregation):
 // observed is the latest value, sampled the value at the last emitted sample
 // and sampledAt when it was taken.
 type counterState struct {
@@ -25,7 +26,9 @@ func newCounter(baseline uint64, at time.Time) counterState {
 // the units and duration of a sample when one is due. Units below 1 only
 // move observed; an interval shorter than DurationFloor keeps accumulating,
 // except that a counter which has sampled nothing and was 0 is measured over
-// at least the floor (a single-event request reads as units / 10 ms, trap 7).
+// at least the floor. So a request that yields a single event (a canary,
+// or a non-streamed call) reads as units / 10 ms: a 4-token canary counts
+// as 400 tokens/s, which is why benchmarks run without canaries.
 func (s *counterState) observe(next *uint64, at time.Time) (units uint64, d time.Duration, ok bool) {
 	if next == nil {
 		return 0, 0, false

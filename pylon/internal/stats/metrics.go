@@ -8,7 +8,7 @@ import (
 	"github.com/stargate-router/stargate/pkg/protocol"
 )
 
-// metrics holds the event counters of pylon.md §8.1 ("engine stats" group).
+// metrics holds the engine-stats event counters (listed in docs/metrics.md).
 // The per-model and per-request gauges are computed at scrape time by
 // snapshotCollector, so a retired model's series disappear with it. A nil
 // *metrics records nothing.
@@ -106,15 +106,15 @@ func (m *metrics) connected(mode string, up bool) {
 	m.connectedG.WithLabelValues(mode).Add(v)
 }
 
-func (m *metrics) staleCleanup(kind, source string) {
+func (m *metrics) staleCleanup(kind string, source throughputSource) {
 	if m != nil {
-		m.stale.WithLabelValues(kind, source).Inc()
+		m.stale.WithLabelValues(kind, string(source)).Inc()
 	}
 }
 
-func (m *metrics) sourceTransition(from, to, reason string) {
+func (m *metrics) sourceTransition(from, to throughputSource, reason string) {
 	if m != nil {
-		m.transitions.WithLabelValues(from, to, reason).Inc()
+		m.transitions.WithLabelValues(string(from), string(to), reason).Inc()
 	}
 }
 
@@ -186,7 +186,7 @@ type modelSnapshot struct {
 func (s *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	c := s.c
 	c.mu.Lock()
-	live := map[string]int{sourceEngine: 0, sourceFallback: 0}
+	live := map[throughputSource]int{sourceEngine: 0, sourceFallback: 0}
 	for _, t := range c.reqs {
 		if t.counting {
 			live[t.source]++
@@ -204,7 +204,7 @@ func (s *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Unlock()
 
 	for src, n := range live {
-		ch <- prometheus.MustNewConstMetric(descLiveRequests, prometheus.GaugeValue, float64(n), src)
+		ch <- prometheus.MustNewConstMetric(descLiveRequests, prometheus.GaugeValue, float64(n), string(src))
 	}
 	for i := range models {
 		ms := &models[i]

@@ -5,32 +5,37 @@ import (
 	"time"
 )
 
+// Endpoint is the class of a request's path, which decides how its
+// throughput is sampled.
+type Endpoint string
+
 // Endpoint values of RequestInfo.Endpoint.
 const (
-	EndpointChat       = "chat"       // POST /v1/chat/completions
-	EndpointResponses  = "responses"  // POST /v1/responses
-	EndpointEmbeddings = "embeddings" // POST /v1/embeddings
-	EndpointOther      = "other"      // any other forwarded path: projected, never sampled
+	EndpointChat       Endpoint = "chat"       // POST /v1/chat/completions
+	EndpointResponses  Endpoint = "responses"  // POST /v1/responses
+	EndpointEmbeddings Endpoint = "embeddings" // POST /v1/embeddings
+	EndpointOther      Endpoint = "other"      // any other forwarded path: projected, never sampled
 )
 
-// RequestInfo describes a request the relay accepted (pylon.md §5.1 step 2).
+// RequestInfo describes a request the engine proxy accepted.
 type RequestInfo struct {
-	ID          string // x-request-id
-	Model       string // x-model
-	Endpoint    string // one of the Endpoint constants; anything else counts as other
-	InputTokens uint64 // x-input-tokens
-	Priority    uint32 // x-priority, lower is more urgent; absent = 0
-	RoutingKey  string // x-routing-key
+	ID          string   // x-request-id
+	Model       string   // x-model
+	Endpoint    Endpoint // one of the Endpoint constants; anything else counts as other
+	InputTokens uint64   // x-input-tokens
+	Priority    uint32   // x-priority, lower is more urgent; absent = 0
+	RoutingKey  string   // x-routing-key
 }
 
-// State is an observer's state (pylon.md §5.2). The first three are the
-// live phases of the projection (§2.6); the rest are terminal.
+// State is an observer's state
+// (docs/design/statistics.md#request-observation). The first three are the
+// live phases of the projection; the rest are terminal.
 type State uint8
 
 // Observer states, in the order a request moves through them.
 const (
 	// Pending: accepted, upstream headers not yet received
-	// (UpstreamConnecting in the reference).
+	// (upstream Stargate calls it UpstreamConnecting).
 	Pending State = iota
 	// InputProcessing: upstream headers received, no output yet.
 	InputProcessing
@@ -98,7 +103,10 @@ type Observer struct {
 }
 
 // Begin starts observing a request: it enters the projection as Pending at
-// once (trap 1), at its priority. It never returns nil.
+// once, at its priority. Counting it from acceptance matters: every
+// registration heartbeat drops the hub's reservations for this pylon, so a
+// request missing from the snapshot would briefly look like no load at
+// all. It never returns nil.
 func (c *Collector) Begin(r RequestInfo) *Observer {
 	now := c.clk.Now()
 	o := &Observer{c: c, info: r, calibration: strings.HasPrefix(r.ID, CalibrationPrefix), acceptedAt: now}
@@ -111,8 +119,9 @@ func (c *Collector) Begin(r RequestInfo) *Observer {
 	o.gen = g
 	g.live[o] = struct{}{}
 	if r.ID != "" {
-		// A reused id replaces an older owner or tombstone, as the
-		// reference's begin_request does.
+		// A reused id replaces an older owner or tombstone, as upstream
+		// Stargate does: the newest request is the one the engine's
+		// events now describe.
 		o.track = &reqTrack{gen: g, obs: o, lastSeen: now}
 		c.reqs[r.ID] = o.track
 	}
@@ -188,7 +197,8 @@ func (o *Observer) Headers(status int) {
 // (usage.completion_tokens, output_tokens_so_far,
 // response.usage.output_tokens; cumulative, never decreasing) or, until one
 // has been seen, from the whitespace-separated words of
-// choices[].delta.content and of a top-level string delta (pylon.md §2.4).
+// choices[].delta.content and of a top-level string delta
+// (docs/design/statistics.md#openai-fallback).
 func (o *Observer) Output(chunk []byte) {
 	if o == nil || !isOutputPayload(chunk) {
 		return
@@ -224,7 +234,7 @@ func (o *Observer) Output(chunk []byte) {
 // `defer obs.Finish(Cancelled)` is safe after an explicit Finish. A
 // non-terminal argument counts as Cancelled. Complete is recorded as Failed
 // when the request never got upstream headers, got a non-2xx status, or
-// (except embeddings) produced no output (pylon.md §5.2).
+// (except embeddings) produced no output.
 func (o *Observer) Finish(s State) State {
 	if o == nil {
 		return s
@@ -258,7 +268,8 @@ func (o *Observer) Finish(s State) State {
 
 // promptWork is the observer's contribution to the priority map: its input
 // tokens at its own priority while Pending, at priority 0 while
-// InputProcessing (ahead of everything, trap 13), none otherwise.
+// InputProcessing (the engine is already prefilling it, so it is ahead of
+// queued work of every priority), none otherwise.
 func (o *Observer) promptWork() (prio uint32, tokens uint64, ok bool) {
 	if o.info.InputTokens == 0 {
 		return 0, 0, false

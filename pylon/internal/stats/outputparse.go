@@ -10,7 +10,7 @@ import (
 )
 
 // chunkTokens is what one response chunk says about output tokens
-// (pylon.md §2.4).
+// (docs/design/statistics.md#openai-fallback).
 type chunkTokens struct {
 	// explicit is a cumulative counter from usage.completion_tokens,
 	// output_tokens_so_far or response.usage.output_tokens (first found, in
@@ -24,7 +24,8 @@ type chunkTokens struct {
 
 // isOutputPayload reports whether an SSE data payload (or a non-SSE body)
 // counts as output: "[DONE]", empty data and response.created are not
-// output; anything else is, whether or not it parses (§5.1 step 10).
+// output; anything else is, whether or not it parses, so an engine whose
+// chunks this parser does not understand still shows progress.
 func isOutputPayload(p []byte) bool {
 	p = bytes.TrimSpace(p)
 	if len(p) == 0 || bytes.Equal(p, []byte("[DONE]")) {

@@ -167,13 +167,13 @@ func TestFinishIsOnceNilSafeAndFollowsTheStateMachine(t *testing.T) {
 	if got := nilObs.Finish(Complete); got != Complete {
 		t.Fatalf("nil Finish = %v", got)
 	}
-	begin := func(ep string) *Observer {
-		return h.c.Begin(RequestInfo{ID: "id-" + ep, Model: model, Endpoint: ep, InputTokens: 10})
+	begin := func(ep Endpoint) *Observer {
+		return h.c.Begin(RequestInfo{ID: "id-" + string(ep), Model: model, Endpoint: ep, InputTokens: 10})
 	}
 	tests := []struct {
 		name string
 		run  func(o *Observer)
-		ep   string
+		ep   Endpoint
 		give State
 		want State
 	}{

@@ -37,8 +37,9 @@ func (c *Collector) runStream(ctx context.Context) { c.runEngineStream(ctx, 0) }
 // auto mode, until an unsupported status before any valid event enables the
 // OpenAI fallback for that engine. Every other ending reconnects after a
 // backoff that starts at InitialBackoff, doubles up to MaxBackoff and is
-// never reset (trap 5). Each engine has its own stream, backoff and
-// fallback decision.
+// never reset, as upstream Stargate does: a stream that keeps breaking
+// right after it connects is retried every 5 s at most, not every 100 ms.
+// Each engine has its own stream, backoff and fallback decision.
 func (c *Collector) runEngineStream(ctx context.Context, engine int) {
 	backoff := InitialBackoff
 	validSeen := false
@@ -147,7 +148,8 @@ func (c *Collector) handleEngineLine(engine int, line []byte, validSeen *bool) {
 // splitter cuts a byte stream into lines at LF, dropping a CR before it.
 // A line over MaxLineBytes is reported once through tooLarge and skipped up
 // to its LF, without being buffered. A trailing partial line is dropped
-// with the connection, as the reference does.
+// with the connection, as upstream Stargate does: it cannot be completed
+// by the next connection.
 type splitter struct {
 	handle   func(line []byte)
 	tooLarge func()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -193,9 +194,14 @@ func TestStreamBackoffIsNeverReset(t *testing.T) {
 
 func TestStreamConnectErrorsReconnect(t *testing.T) {
 	t.Parallel()
-	dead := httptest.NewServer(http.NotFoundHandler())
-	url := dead.URL
-	dead.Close()
+	// The dead address is on 127.0.0.2 while every test server listens on
+	// 127.0.0.1, so a parallel test's server cannot be handed its port.
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	_ = ln.Close()
 	h := newHarness(t, Config{UpstreamBaseURL: url, StreamMode: ModeAuto})
 	cs := startConsumer(t, h)
 	expectBackoffs(t, h, cs,

@@ -17,7 +17,7 @@ import (
 )
 
 // Defaults applied by New to zero Config fields, and the reconnect backoff
-// of pylon.md §1.6.
+// (docs/protocol.md#5-timeouts-and-backoff).
 const (
 	DefaultResolveInterval = 10 * time.Second
 	DefaultDialTimeout     = 5 * time.Second
@@ -57,7 +57,8 @@ type Config struct {
 	// protocol.Version; AuthToken is ignored and filled from Token.
 	Handshake protocol.Handshake
 	// Token, when set, is called before every dial, so a token file is
-	// re-read on each use (pylon.md §1.4). An error fails that attempt.
+	// re-read on each use and a rotated token applies without a restart.
+	// An error fails that attempt.
 	Token func() (string, error)
 	// Handler serves every stream the hub opens: RegistrationPath, /health
 	// and proxied requests.

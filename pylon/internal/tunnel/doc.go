@@ -1,15 +1,16 @@
 // Package tunnel is the pylon's end of the reverse tunnel: it dials every
 // hub, proves who it is with a handshake, and then serves HTTP/2 on the
 // connection it opened, so the hub can send it requests without ever
-// dialing into the pylon's network (docs/protocol.md, pylon.md §1.6).
+// dialing into the pylon's network (docs/protocol.md).
 //
 // Client keeps exactly one connection to every address a configured hub
 // name resolves to (a Kubernetes headless Service lists every hub pod),
 // re-resolves periodically, and reconnects each one with the backoff of
-// pylon.md §1.6. RegistrationHandler is the pylon side of the registration
+// docs/protocol.md#5-timeouts-and-backoff. RegistrationHandler is the
+// pylon side of the registration
 // stream the hub reads over that connection.
 //
 // The package moves bytes and reports connection state; it does not decide
 // what the pylon publishes (a Snapshotter does) or how a request is served
-// (the http.Handler main provides does).
+// (the http.Handler the agent provides does).
 package tunnel

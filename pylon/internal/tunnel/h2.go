@@ -15,14 +15,15 @@ import (
 
 // This file is the only place that touches golang.org/x/net/http2, which
 // v0.62 marks deprecated in favour of net/http's own HTTP/2. The design
-// (tooling.md §9) is the classic x/net ServeConn on a connection the pylon
-// dialed itself, which is what was measured; on Go 1.27 x/net maps these
+// is the classic x/net ServeConn on a connection the pylon dialed itself,
+// the variant whose latency, cancellation and failure detection were
+// measured when the tunnel was designed; on Go 1.27 x/net maps these
 // same types onto net/http. Keeping them here makes a later switch a
 // one-file change.
 
 // maxConcurrentStreams is far above x/net's default of 250: the hub's
 // ClientConn is Strict, so a lower limit would queue requests on the hub,
-// and every stream is one client request (tooling.md §9, Concurrency).
+// and every stream is one client request.
 const maxConcurrentStreams = 1000
 
 // h2Conn is one connection being served as HTTP/2.
@@ -48,7 +49,8 @@ func serveH2(baseCtx context.Context, conn net.Conn, h http.Handler, log *slog.L
 	h2s := &http2.Server{
 		MaxConcurrentStreams: maxConcurrentStreams,
 		// Blackhole detection: without these neither side notices a peer
-		// that vanished without FIN or RST (tooling.md §9).
+		// that vanished without FIN or RST: with x/net's defaults such a
+		// connection stays open on both ends indefinitely.
 		ReadIdleTimeout: max(pingInterval, 0),
 		PingTimeout:     pingTimeout,
 	}

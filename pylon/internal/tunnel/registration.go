@@ -92,8 +92,8 @@ func (h *registrationHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) 
 		if _, err := w.Write(append(line, '\n')); err != nil {
 			return
 		}
-		// Without a flush the HTTP/2 server holds about 4 KiB per stream
-		// (tooling.md §9): the hub would see snapshots late.
+		// Without a flush the HTTP/2 server holds about 4 KiB per stream:
+		// the hub would see snapshots late (half a second and more).
 		if err := rc.Flush(); err != nil {
 			return
 		}

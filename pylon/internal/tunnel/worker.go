@@ -46,9 +46,10 @@ type worker struct {
 }
 
 // run connects, serves, and reconnects with backoff until ctx is done. The
-// backoff is pylon.md §1.6: start at InitialBackoff, double after every
-// close or failure up to MaxBackoff, and start again from InitialBackoff
-// after a connection that lived longer than StableAfter.
+// backoff (docs/protocol.md#5-timeouts-and-backoff): start at
+// InitialBackoff, double after every close or failure up to MaxBackoff,
+// and start again from InitialBackoff after a connection that lived longer
+// than StableAfter.
 func (w *worker) run(ctx context.Context) {
 	backoff := InitialBackoff
 	for {
@@ -159,7 +160,7 @@ func (w *worker) dial(ctx context.Context) (net.Conn, protocol.HandshakeAck, err
 		return fail("writing handshake", err)
 	}
 	// Read straight from the conn: a bufio.Reader could swallow the HTTP/2
-	// preface the hub sends right after the ack (tooling.md §9).
+	// preface the hub sends right after the ack.
 	if err := protocol.ReadFrame(conn, &ack); err != nil {
 		return fail("reading handshake ack", err)
 	}

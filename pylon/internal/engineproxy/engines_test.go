@@ -1,4 +1,4 @@
-package relay
+package engineproxy
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/stargate-router/stargate/pylon/internal/stats"
 )
 
-// engineTracker is the test tracker with the engine hook cmd/pylon's
+// engineTracker is the test tracker with the engine hook the agent's
 // tracker has: each observation learns the engine it is dispatched to.
 type engineTracker struct{ *tracker }
 
@@ -39,15 +39,15 @@ func (x engineObservation) Dispatched(engine int) { x.o.Dispatched(engine) }
 
 var _ EngineObservation = engineObservation{}
 
-// newEnginesHarness is newHarness with several engines behind the relay
+// newEnginesHarness is newHarness with several engines behind the proxy
 // and behind the collector.
 func newEnginesHarness(t *testing.T, urls []string, opts options) *harness {
 	t.Helper()
-	relayEdit, statsEdit := opts.relay, opts.stats
-	opts.relay = func(c *Config) {
+	proxyEdit, statsEdit := opts.proxy, opts.stats
+	opts.proxy = func(c *Config) {
 		c.UpstreamBaseURL, c.UpstreamBaseURLs = "", urls
-		if relayEdit != nil {
-			relayEdit(c)
+		if proxyEdit != nil {
+			proxyEdit(c)
 		}
 	}
 	opts.stats = func(c *stats.Config) {
@@ -57,7 +57,7 @@ func newEnginesHarness(t *testing.T, urls []string, opts options) *harness {
 		}
 	}
 	h := newHarness(t, urls[0], opts)
-	h.relay.tracker = engineTracker{h.tr}
+	h.proxy.tracker = engineTracker{h.tr}
 	return h
 }
 
@@ -257,7 +257,7 @@ func TestDeadEngineMarkedDownAndRetried(t *testing.T) {
 
 // engineBackoff reads an engine's current down period.
 func (h *harness) engineBackoff(i int) (bool, time.Duration) {
-	p := h.relay.pool
+	p := h.proxy.pool
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.engines[i].down, p.engines[i].backoff

@@ -1,15 +1,18 @@
-// Package relay is the pylon's data plane: it serves every request the hub
-// sends over the tunnel, validates it (headers, generation gate, JSON body,
-// stream:true), applies the local queue admission check against the hub's
-// x-stargate-expected-queue-ms, forwards it to the engine over plain HTTP,
-// maps the engine's retry signals, and streams the response back one SSE
-// event at a time while feeding the request's observation (pylon.md §4, §5).
+// Package engineproxy is the pylon's data plane: it serves every request the
+// hub sends over the tunnel, validates it (headers, published model, JSON
+// body, stream:true), applies the local queue admission check against the
+// hub's x-stargate-expected-queue-ms, forwards it to an engine over plain
+// HTTP, maps the engine's retry signals, and streams the response back one
+// SSE event at a time while feeding the request's observation. The steps
+// and their order are in docs/pylon.md#request-path; the admission rule is
+// in docs/design/statistics.md#queue-admission.
+//
 // A response it must cut short (an SSE timeout, an oversized event, a
 // broken upstream body, or a send error after the engine connection was
 // made) is aborted with http.ErrAbortHandler, so the hub sees a reset
 // stream rather than a truncated body that looks complete.
 //
-// Several engines serving the same models may stand behind one relay
+// Several engines serving the same models may stand behind one Proxy
 // (Config.UpstreamBaseURLs): each request goes to the engine with the
 // fewest requests in flight (ties round robin); an attempt that fails
 // before a response head marks its engine down for a backoff (1 s doubling
@@ -18,4 +21,4 @@
 //
 // It owns no statistics: observations go to a Tracker (the stats collector)
 // declared here, where it is consumed.
-package relay
+package engineproxy

@@ -1,4 +1,4 @@
-package relay
+package engineproxy
 
 import (
 	"errors"
@@ -13,8 +13,8 @@ import (
 	"github.com/stargate-router/stargate/pkg/headers"
 )
 
-// Config is the relay's behaviour; field comments name the pylon flag that
-// sets each one (pylon.md §6).
+// Config is the proxy's behaviour; field comments name the pylon flag that
+// sets each one (docs/pylon.md#flags).
 type Config struct {
 	// UpstreamBaseURL is --upstream-http-base-url, without a trailing slash,
 	// when it names one engine.
@@ -53,10 +53,12 @@ type Config struct {
 	InferenceServerID string
 
 	// FirstOutputTimeout and InterEventTimeout bound an SSE response
-	// (30 s each in the reference; no flag).
+	// (30 s each, as upstream Stargate has them; no flag): an engine that
+	// stops producing output must not hold a hub stream open forever.
 	FirstOutputTimeout time.Duration
 	InterEventTimeout  time.Duration
-	// MaxBodyBytes bounds a request body (64 MiB in the reference).
+	// MaxBodyBytes bounds a request body: 64 MiB, as upstream Stargate has
+	// it (the hub's default replay limit is the same size).
 	MaxBodyBytes int64
 	// MaxEventBytes bounds one unfinished SSE event (1 MiB).
 	MaxEventBytes int
@@ -66,7 +68,9 @@ type Config struct {
 	Log    *slog.Logger
 }
 
-// Defaults returns the reference defaults.
+// Defaults returns the default of every field: the pylon flags' defaults
+// and the fixed limits, all as upstream Stargate has them, so the hub's
+// retry and admission logic meets the pylon it was designed against.
 func Defaults() Config {
 	return Config{
 		RetryableStatusCodes:         []int{http.StatusTooManyRequests, http.StatusServiceUnavailable},

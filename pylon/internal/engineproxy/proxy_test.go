@@ -1,4 +1,4 @@
-package relay
+package engineproxy
 
 import (
 	"context"
@@ -165,7 +165,7 @@ func TestBodyChecks(t *testing.T) {
 
 func TestBodyTooLarge(t *testing.T) {
 	up := newScripted(t, okJSON)
-	h := newHarness(t, up.srv.URL, options{relay: func(c *Config) { c.MaxBodyBytes = 64 }})
+	h := newHarness(t, up.srv.URL, options{proxy: func(c *Config) { c.MaxBodyBytes = 64 }})
 	body := `{"stream":true,"pad":"` + strings.Repeat("x", 100) + `"}`
 	resp, b := h.post("/v1/chat/completions", validHeaders("big"), body)
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
@@ -210,7 +210,7 @@ func TestHealth(t *testing.T) {
 			}
 			http.NotFound(w, r)
 		})
-		h := newHarness(t, up.srv.URL, options{relay: func(c *Config) { c.HealthPaths = []string{"/custom/ready"} }})
+		h := newHarness(t, up.srv.URL, options{proxy: func(c *Config) { c.HealthPaths = []string{"/custom/ready"} }})
 		for i := range 2 {
 			resp := h.request(context.Background(), http.MethodGet, "/health?n="+strconv.Itoa(i), nil, "")
 			b, _ := io.ReadAll(resp.Body)
@@ -234,7 +234,7 @@ func TestHealth(t *testing.T) {
 			http.Error(w, "nope", http.StatusNotFound)
 		})
 		tr := &bodyTracker{next: http.DefaultTransport}
-		h := newHarness(t, up.srv.URL, options{relay: func(c *Config) {
+		h := newHarness(t, up.srv.URL, options{proxy: func(c *Config) {
 			c.HealthPaths = []string{"/a", "/b"}
 			c.Client = &http.Client{Transport: tr}
 		}})
@@ -384,7 +384,7 @@ func TestUpstreamRequestHeaders(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			up := newScripted(t, okJSON)
-			h := newHarness(t, up.srv.URL, options{relay: func(c *Config) {
+			h := newHarness(t, up.srv.URL, options{proxy: func(c *Config) {
 				c.UpstreamRetryHeader = "x-engine-retry"
 				if tc.cfg != nil {
 					tc.cfg(c)
@@ -440,12 +440,12 @@ func TestUpstreamRequestHeaders(t *testing.T) {
 // will not carry across a real connection (Connection, Upgrade, Host,
 // Transfer-Encoding, Trailer).
 func TestUpstreamRequestHeadersHopByHop(t *testing.T) {
-	rl := New(Config{UpstreamBackend: "dynamo", PriorityCeiling: 3600, UpstreamRetryHeader: headers.StargateUpstreamRetryable}, nil, nil)
+	px := New(Config{UpstreamBackend: "dynamo", PriorityCeiling: 3600, UpstreamRetryHeader: headers.StargateUpstreamRetryable}, nil, nil)
 	in := http.Header{}
 	for _, k := range append(append([]string{}, headers.HopByHop...), "Host", headers.RequestID) {
 		in.Set(k, "v")
 	}
-	out := rl.upstreamRequestHeaders(in, 0)
+	out := px.upstreamRequestHeaders(in, 0)
 	for _, k := range append(append([]string{}, headers.HopByHop...), "Host") {
 		if _, ok := out[http.CanonicalHeaderKey(k)]; ok {
 			t.Errorf("%s forwarded", k)
@@ -572,7 +572,7 @@ func TestRetryMapping(t *testing.T) {
 				w.WriteHeader(a.status)
 				_, _ = io.WriteString(w, `{"error":{"message":"engine says `+strconv.Itoa(a.status)+`"}}`)
 			})
-			h = newHarness(t, up.srv.URL, options{relay: tc.cfg})
+			h = newHarness(t, up.srv.URL, options{proxy: tc.cfg})
 			resp, b := h.post("/v1/chat/completions", validHeaders("r"), chatBody)
 			want := tc.ans(h.clk.Now()).status
 			if resp.StatusCode != want {
@@ -625,7 +625,8 @@ func TestRetryMapping(t *testing.T) {
 
 // TestMockEngineFailuresAreNotRetryable: the mock's injected chat failure
 // (503) and its queue-full 429 carry no upstream retry header, so pylon
-// must not mark them (trap 16).
+// must not mark them: only the engine's own retry header makes a 429 or
+// 503 retryable.
 func TestMockEngineFailuresAreNotRetryable(t *testing.T) {
 	m := newMockEngine(t, nil)
 	h := newHarness(t, m.srv.URL, options{})
@@ -652,7 +653,7 @@ func TestMockEngineFailuresAreNotRetryable(t *testing.T) {
 func TestConnectFailure(t *testing.T) {
 	for _, retryable := range []bool{false, true} {
 		t.Run("retryable="+strconv.FormatBool(retryable), func(t *testing.T) {
-			h := newHarness(t, closedURL(t), options{relay: func(c *Config) { c.LocalConnectFailuresRetryable = retryable }})
+			h := newHarness(t, closedURL(t), options{proxy: func(c *Config) { c.LocalConnectFailuresRetryable = retryable }})
 			resp, b := h.post("/v1/chat/completions", validHeaders("r"), chatBody)
 			if resp.StatusCode != http.StatusServiceUnavailable {
 				t.Fatalf("status = %d (%s)", resp.StatusCode, b)
@@ -687,12 +688,13 @@ func TestConnectFailure(t *testing.T) {
 
 // TestSendErrorAfterConnectAborts: an engine that takes the request and
 // drops the connection without answering is not a connect failure; the
-// stream is aborted instead of answered (pylon.md §5.1 step 8).
+// stream is aborted instead of answered, since the engine may have begun
+// the work.
 func TestSendErrorAfterConnectAborts(t *testing.T) {
 	up := newScripted(t, func(w http.ResponseWriter, _ *http.Request, _ recorded) {
 		panic(http.ErrAbortHandler) // closes the connection without a response
 	})
-	h := newHarness(t, up.srv.URL, options{relay: func(c *Config) { c.LocalConnectFailuresRetryable = true }})
+	h := newHarness(t, up.srv.URL, options{proxy: func(c *Config) { c.LocalConnectFailuresRetryable = true }})
 	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/v1/chat/completions", strings.NewReader(chatBody))
 	req.Header = validHeaders("r")
 	resp, err := h.client.Do(req)

@@ -1,4 +1,4 @@
-package relay
+package engineproxy
 
 import (
 	"context"
@@ -40,14 +40,15 @@ func TestQueueAdmission(t *testing.T) {
 	})
 	// A pinned 1000 tokens/s: 2000 queued tokens are 2000 ms of queue.
 	h := newHarness(t, up.srv.URL, options{
-		relay: func(c *Config) { c.QueueMismatchRetryAfter = 150 * time.Millisecond },
+		proxy: func(c *Config) { c.QueueMismatchRetryAfter = 150 * time.Millisecond },
 		stats: func(c *stats.Config) { c.InitialInputTPS = 1000; c.PinInputTPS = true },
 	})
 	decisions := func(result string) float64 {
 		return h.metric("pylon_queue_admission_decisions_total", "inference_server_id=pylon-test,model_id=test-model,result="+result)
 	}
 
-	// Trap 12: a request's own prompt work is not queue ahead of it.
+	// A request's own prompt work, already in the projection as Pending,
+	// is not queue ahead of it.
 	if resp, b := h.post("/v1/chat/completions", admissionRequest("alone", "1000000", "", "0"), chatBody); resp.StatusCode != http.StatusOK {
 		t.Fatalf("a lone request was refused: %d %s", resp.StatusCode, b)
 	}
@@ -157,7 +158,7 @@ func TestQueueAdmission(t *testing.T) {
 
 func TestQueueAdmissionDecisions(t *testing.T) {
 	pending := func(h *harness) {
-		// Work queued ahead of everything, as an observer the relay would
+		// Work queued ahead of everything, as an observer the proxy would
 		// have begun.
 		obs := h.tr.Begin(RequestInfo{ID: "queued", Model: testModel, Endpoint: EndpointChat, InputTokens: 5000})
 		h.t.Cleanup(obs.Cancel)
@@ -170,7 +171,7 @@ func TestQueueAdmissionDecisions(t *testing.T) {
 		noAfter bool
 	}{
 		{"disabled", options{
-			relay: func(c *Config) { c.QueueMismatchEnabled = false },
+			proxy: func(c *Config) { c.QueueMismatchEnabled = false },
 			stats: func(c *stats.Config) { c.InitialInputTPS = 1000; c.PinInputTPS = true },
 		}, "disabled", http.StatusOK, false},
 		{"no local estimate without a TPS", options{}, "unknown_local_estimate", http.StatusOK, false},
@@ -206,7 +207,8 @@ func TestQueueAdmissionDecisions(t *testing.T) {
 
 // TestQueueAdmissionCountsInputProcessingFirst: a request whose engine
 // sent headers but no output sits at priority 0, ahead of every queued
-// request (trap 13), so even a priority-0 newcomer is behind it.
+// request (the engine is already prefilling it), so even a priority-0
+// newcomer is behind it.
 func TestQueueAdmissionCountsInputProcessingFirst(t *testing.T) {
 	release := make(chan struct{})
 	up := newScripted(t, func(w http.ResponseWriter, r *http.Request, rec recorded) {
@@ -225,7 +227,7 @@ func TestQueueAdmissionCountsInputProcessingFirst(t *testing.T) {
 	defer cancel()
 	resp := h.request(ctx, http.MethodPost, "/v1/chat/completions", admissionRequest("prefilling", "3000", "50", ""), chatBody)
 	defer func() { _ = resp.Body.Close() }()
-	// The client has the head, so the relay has recorded it.
+	// The client has the head, so the proxy has recorded it.
 	resp2, b := h.post("/v1/chat/completions", admissionRequest("urgent", "1", "0", "0"), chatBody)
 	if resp2.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("status = %d, want 429 (%s)", resp2.StatusCode, b)

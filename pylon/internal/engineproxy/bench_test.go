@@ -1,4 +1,4 @@
-package relay
+package engineproxy
 
 import (
 	"bytes"
@@ -16,18 +16,18 @@ import (
 	"github.com/stargate-router/stargate/pylon/internal/stats"
 )
 
-// The relay's own work per request, without sockets: the spine benchmark
+// The proxy's own work per request, without sockets: the spine benchmark
 // in docs/performance.md sends a 1,047-byte /v1/completions body and the
 // mock engine answers 360 bytes of JSON with Content-Length.
 
-// benchTracker is the stats collector behind Tracker, as cmd/pylon wires
+// benchTracker is the stats collector behind Tracker, as the agent wires
 // it, minus the test tracker's record of every observer.
 type benchTracker struct{ c *stats.Collector }
 
 func (t benchTracker) Published(string) bool { return true }
 
 func (t benchTracker) Begin(info RequestInfo) Observation {
-	return observation{t.c.Begin(stats.RequestInfo{ID: info.ID, Model: info.Model, Endpoint: info.Endpoint,
+	return observation{t.c.Begin(stats.RequestInfo{ID: info.ID, Model: info.Model, Endpoint: stats.Endpoint(info.Endpoint),
 		InputTokens: info.InputTokens, Priority: info.Priority, RoutingKey: info.RoutingKey})}
 }
 
@@ -73,7 +73,7 @@ func (w *flushCounter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *flushCounter) WriteHeader(code int)        { w.code = code }
 func (w *flushCounter) Flush()                      { w.flushes++ }
 
-func benchRelay(b *testing.B) *Relay {
+func benchProxy(b *testing.B) *Proxy {
 	b.Helper()
 	coll, err := stats.New(stats.Config{Clock: clock.NewFake(epoch), UpstreamBaseURL: "http://engine", StreamMode: stats.ModeOff,
 		Registerer: prometheus.NewRegistry()})
@@ -100,10 +100,10 @@ func benchRelay(b *testing.B) *Relay {
 }
 
 // BenchmarkServeCompletion is one non-streaming completion through the
-// relay: header checks, the stats observation, the upstream request and
-// the relayed answer.
+// proxy: header checks, the stats observation, the upstream request and
+// the answer copied back.
 func BenchmarkServeCompletion(b *testing.B) {
-	rl := benchRelay(b)
+	px := benchProxy(b)
 	reqBody := bytes.Repeat([]byte("a"), 1047-len(`{"model":"m","max_tokens":16,"prompt":""}`))
 	reqBody = append(append([]byte(`{"model":"m","max_tokens":16,"prompt":"`), reqBody...), `"}`...)
 	// The head as the hub forwards it over the tunnel.
@@ -115,7 +115,7 @@ func BenchmarkServeCompletion(b *testing.B) {
 		r.Header = hd.Clone()
 		r.Header.Set(headers.RequestID, "r"+strconv.Itoa(i))
 		w := &flushCounter{h: http.Header{}}
-		rl.ServeHTTP(w, r)
+		px.ServeHTTP(w, r)
 		if w.code != http.StatusOK {
 			b.Fatalf("status %d, headers %v", w.code, w.h)
 		}
@@ -126,11 +126,11 @@ func BenchmarkServeCompletion(b *testing.B) {
 
 // BenchmarkUpstreamRequestHeaders is the header set sent to the engine.
 func BenchmarkUpstreamRequestHeaders(b *testing.B) {
-	rl := benchRelay(b)
+	px := benchProxy(b)
 	hd := benchRequestHeader()
 	hd.Set("Content-Length", "1047")
 	for b.Loop() {
-		_ = rl.upstreamRequestHeaders(hd, 0)
+		_ = px.upstreamRequestHeaders(hd, 0)
 	}
 }
 

@@ -1,20 +1,23 @@
-package main
+package config
 
 import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/headers"
-	"github.com/stargate-router/stargate/pylon/internal/relay"
+	"github.com/stargate-router/stargate/pylon/internal/engineproxy"
 )
 
-// config is every pylon setting; flag names and defaults follow pylon.md §6.
-type config struct {
+// Config is every pylon setting: one field per flag (names, environment
+// variables and defaults are in docs/pylon.md#flags), then the lists
+// Validate derives from them.
+type Config struct {
 	StargateAddress      string
 	UpstreamBaseURL      string
 	ModelNames           string
@@ -57,14 +60,27 @@ type config struct {
 	TLSInsecure                   bool
 	Pprof                         bool
 
-	models  []string
-	codes   []int
-	engines []string // --upstream-http-base-url, split and normalised
+	// Set by Validate.
+
+	// Models is --model-name split, trimmed and de-duplicated, in order.
+	Models []string
+	// RetryableStatusCodes is --pylon-retryable-upstream-status-codes
+	// parsed.
+	RetryableStatusCodes []int
+	// Engines is --upstream-http-base-url split and normalised (no
+	// trailing slash); UpstreamBaseURL becomes the same list joined by
+	// commas.
+	Engines []string
+	// HealthPathList is --upstream-health-path split.
+	HealthPathList []string
+	// HubAddresses is --stargate-address split.
+	HubAddresses []string
 }
 
-func defaultConfig() config {
-	d := relay.Defaults()
-	return config{
+// Default returns the configuration before any flag is parsed.
+func Default() Config {
+	d := engineproxy.Defaults()
+	return Config{
 		StargateAddress: "127.0.0.1:50071", InferenceServerID: "pylon",
 		Listen: "127.0.0.1:9088", MetricsListen: "127.0.0.1:9089",
 		MinUpdateInterval: time.Second, CalibRequests: 5, CalibPromptUnits: 4096, CalibConcurrency: 4,
@@ -76,8 +92,9 @@ func defaultConfig() config {
 	}
 }
 
-func (c *config) register(fs *cli.FlagSet) {
-	d := defaultConfig()
+// Register binds every field to its flag and environment variable on fs.
+func (c *Config) Register(fs *cli.FlagSet) {
+	d := Default()
 	fs.String(&c.StargateAddress, "stargate-address", "PYLON_STARGATE_ADDRESS", d.StargateAddress, "hub backend listeners, comma separated host:port; a name resolving to several addresses (headless Service) gets one tunnel per address")
 	fs.String(&c.UpstreamBaseURL, "upstream-http-base-url", "PYLON_UPSTREAM_HTTP_BASE_URL", "", "the engines' base URLs, comma separated (required); several engines serving the same models share the pylon's requests")
 	fs.String(&c.ModelNames, "model-name", "PYLON_MODEL_NAME", "", "models served by the engine, comma separated (required; discovery is not implemented)")
@@ -121,29 +138,30 @@ func (c *config) register(fs *cli.FlagSet) {
 	fs.Uint64(&c.PriorityCeiling, "pylon-priority-ceiling", "PYLON_PRIORITY_CEILING", d.PriorityCeiling, "x-dynamo-request-priority = max(0, ceiling - x-priority)")
 }
 
-// validate checks every field and the combinations pylon.md §3 and §6
-// forbid, naming the flags.
-func (c *config) validate() error {
+// Validate checks every field and the combinations that make no sense
+// (two bootstrap sources for the input TPS, a pinned TPS without a seed,
+// two token sources), naming the flags, and fills in the derived lists.
+func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	// One engine or several, comma separated: each validated, duplicates
 	// refused; UpstreamBaseURL becomes the normalised list.
-	engines, err := relay.ParseUpstreamURLs(c.UpstreamBaseURL)
+	engines, err := engineproxy.ParseUpstreamURLs(c.UpstreamBaseURL)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	c.engines = engines
+	c.Engines = engines
 	if len(engines) > 0 {
 		c.UpstreamBaseURL = strings.Join(engines, ",")
 	}
-	c.models = nil
+	c.Models = nil
 	for _, m := range strings.Split(c.ModelNames, ",") {
 		m = strings.TrimSpace(m)
-		if m != "" && !contains(c.models, m) {
-			c.models = append(c.models, m)
+		if m != "" && !slices.Contains(c.Models, m) {
+			c.Models = append(c.Models, m)
 		}
 	}
-	if len(c.models) == 0 {
+	if len(c.Models) == 0 {
 		bad("--model-name: at least one model is required (model discovery is not implemented)")
 	}
 	if strings.TrimSpace(c.StargateAddress) == "" {
@@ -175,7 +193,7 @@ func (c *config) validate() error {
 			bad("--auth-token-file: %v", err)
 		}
 	}
-	c.codes = nil
+	c.RetryableStatusCodes = nil
 	for _, s := range strings.Split(c.RetryableCodes, ",") {
 		s = strings.TrimSpace(s)
 		if s == "" {
@@ -186,21 +204,14 @@ func (c *config) validate() error {
 			bad("--pylon-retryable-upstream-status-codes: %q is not an HTTP status", s)
 			continue
 		}
-		c.codes = append(c.codes, n)
+		c.RetryableStatusCodes = append(c.RetryableStatusCodes, n)
 	}
 	if c.PriorityCeiling > math.MaxUint32 {
 		bad("--pylon-priority-ceiling: must fit in 32 bits")
 	}
+	c.HealthPathList = splitList(c.HealthPaths)
+	c.HubAddresses = splitList(c.StargateAddress)
 	return errors.Join(errs...)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func splitList(s string) []string {

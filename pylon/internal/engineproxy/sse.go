@@ -1,4 +1,4 @@
-package relay
+package engineproxy
 
 import (
 	"bytes"
@@ -10,18 +10,18 @@ import (
 	"time"
 )
 
-// relaySSE forwards an event stream one event at a time, flushing each, and
-// reports output events to the observation. Events are split at a blank
-// line (LF LF or CRLF CRLF); an unfinished event may hold MaxEventBytes. The
-// first output must come within FirstOutputTimeout and each next one within
-// InterEventTimeout, or the upstream request is cancelled and the request
-// fails (pylon.md §5.1 step 10). abort is true when the relay cut the
+// streamSSE forwards an event stream one event at a time, flushing each,
+// and reports output events to the observation. Events are split at a
+// blank line (LF LF or CRLF CRLF); an unfinished event may hold
+// MaxEventBytes. The first output must come within FirstOutputTimeout and
+// each next one within InterEventTimeout, or the upstream request is
+// cancelled and the request fails. abort is true when the proxy cut the
 // stream short (timeout, oversized event, upstream read error), so the
 // caller resets it instead of ending it cleanly.
-func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, rc *http.ResponseController,
-	body io.Reader, info RequestInfo, obs Observation, start time.Time, ok2xx bool) (outcome string, abort bool) {
+func (px *Proxy) streamSSE(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, rc *http.ResponseController,
+	body io.Reader, info RequestInfo, obs Observation, start time.Time, ok2xx bool) (out outcome, abort bool) {
 	var timedOut atomic.Bool
-	watchdog := rl.cfg.Clock.AfterFunc(rl.cfg.FirstOutputTimeout, func() {
+	watchdog := px.cfg.Clock.AfterFunc(px.cfg.FirstOutputTimeout, func() {
 		timedOut.Store(true)
 		cancel()
 	})
@@ -32,7 +32,6 @@ func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http
 	defer copyBuffers.Put(bp)
 	buf := *bp
 	outputs := 0
-	done := false
 	for {
 		n, err := body.Read(buf)
 		pending = append(pending, buf[:n]...)
@@ -43,50 +42,55 @@ func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http
 			}
 			ev := pending[:end+sepLen]
 			if _, werr := w.Write(ev); werr != nil {
-				return "cancelled", false
+				return outcomeCancelled, false
 			}
 			if rc.Flush() != nil {
-				return "cancelled", false
+				return outcomeCancelled, false
 			}
-			switch classify(pending[:end]) {
-			case eventDone:
-				done = true
-			case eventOutput:
+			// [DONE] is informational: a stream may end without it (the
+			// Responses API does), so only output events matter here.
+			if classify(pending[:end]) == eventOutput {
 				obs.Output(dataOf(pending[:end]))
 				outputs++
 				if outputs == 1 {
-					rl.metrics.firstOutput(info, rl.cfg.Clock.Since(start))
+					px.metrics.firstOutput(info, px.cfg.Clock.Since(start))
 				}
-				watchdog.Reset(rl.cfg.InterEventTimeout)
+				watchdog.Reset(px.cfg.InterEventTimeout)
 			}
 			pending = pending[end+sepLen:]
 		}
-		if len(pending) > rl.cfg.MaxEventBytes {
-			rl.cfg.Log.Warn("upstream SSE event exceeds the buffer limit", "request_id", info.ID, "limit", rl.cfg.MaxEventBytes)
+		if len(pending) > px.cfg.MaxEventBytes {
+			px.cfg.Log.Warn("upstream SSE event exceeds the buffer limit", "request_id", info.ID, "limit", px.cfg.MaxEventBytes)
 			cancel()
-			return "failed", true
+			return outcomeFailed, true
 		}
 		if err != nil {
 			if len(pending) > 0 {
 				_, _ = w.Write(pending)
 				_ = rc.Flush()
 			}
-			switch {
-			case timedOut.Load():
-				rl.cfg.Log.Warn("upstream SSE timed out waiting for output", "request_id", info.ID, "outputs", outputs)
-				return "failed", true
-			case ctx.Err() != nil:
-				return "cancelled", false
-			case err != io.EOF:
-				return "failed", true
-			case !ok2xx || outputs == 0:
-				return "failed", false
-			default:
-				_ = done // [DONE] is informational: a stream may end without it (Responses API)
-				return "complete", false
-			}
+			return px.streamEnded(ctx, err == io.EOF, timedOut.Load(), outputs, info, ok2xx)
 		}
 	}
+}
+
+// streamEnded is the outcome of an event stream whose read ended, at its
+// end (eof) or with an error: a timeout or a broken stream fails and resets
+// the hub's stream; a clean end completes only a 2xx answer that produced
+// output.
+func (px *Proxy) streamEnded(ctx context.Context, eof, timedOut bool, outputs int, info RequestInfo, ok2xx bool) (outcome, bool) {
+	switch {
+	case timedOut:
+		px.cfg.Log.Warn("upstream SSE timed out waiting for output", "request_id", info.ID, "outputs", outputs)
+		return outcomeFailed, true
+	case ctx.Err() != nil:
+		return outcomeCancelled, false
+	case !eof:
+		return outcomeFailed, true
+	case !ok2xx || outputs == 0:
+		return outcomeFailed, false
+	}
+	return outcomeComplete, false
 }
 
 // eventBoundary finds the end of the first complete event: the index where
@@ -160,17 +164,17 @@ func classify(ev []byte) eventKind {
 // then those marked down: the pylon is healthy while one engine is. An
 // engine that answers 2xx is marked up; one that cannot be reached on any
 // path is marked down.
-func (rl *Relay) serveHealth(w http.ResponseWriter, r *http.Request) {
+func (px *Proxy) serveHealth(w http.ResponseWriter, r *http.Request) {
 	var last *http.Response
 	defer func() {
 		if last != nil {
 			_ = last.Body.Close()
 		}
 	}()
-	for _, e := range rl.pool.healthOrder() {
-		resp, answered := rl.probeEngine(r, e, &last)
+	for _, e := range px.pool.healthOrder() {
+		resp, answered := px.probeEngine(r, e, &last)
 		if resp != nil {
-			rl.pool.succeeded(e)
+			px.pool.succeeded(e)
 			defer func() { _ = resp.Body.Close() }()
 			w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 			w.WriteHeader(resp.StatusCode)
@@ -178,7 +182,7 @@ func (rl *Relay) serveHealth(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !answered && r.Context().Err() == nil {
-			rl.pool.failed(e)
+			px.pool.failed(e)
 		}
 	}
 	if last != nil {
@@ -192,8 +196,8 @@ func (rl *Relay) serveHealth(w http.ResponseWriter, r *http.Request) {
 // probeEngine tries e's health paths in order. It returns the first 2xx
 // answer, caching its path; a non-2xx answer replaces *last (the previous
 // one is closed). answered reports whether the engine answered at all.
-func (rl *Relay) probeEngine(r *http.Request, e *engine, last **http.Response) (ok *http.Response, answered bool) {
-	for _, p := range rl.healthCandidates() {
+func (px *Proxy) probeEngine(r *http.Request, e *engine, last **http.Response) (ok *http.Response, answered bool) {
+	for _, p := range px.healthCandidates() {
 		u := e.base + p
 		if r.URL.RawQuery != "" {
 			u += "?" + r.URL.RawQuery
@@ -202,15 +206,15 @@ func (rl *Relay) probeEngine(r *http.Request, e *engine, last **http.Response) (
 		if err != nil {
 			continue
 		}
-		resp, err := rl.cfg.Client.Do(req)
+		resp, err := px.cfg.Client.Do(req)
 		if err != nil {
 			continue
 		}
 		answered = true
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-			rl.healthMu.Lock()
-			rl.healthPath = p
-			rl.healthMu.Unlock()
+			px.healthMu.Lock()
+			px.healthPath = p
+			px.healthMu.Unlock()
 			return resp, true
 		}
 		if *last != nil {
@@ -223,12 +227,12 @@ func (rl *Relay) probeEngine(r *http.Request, e *engine, last **http.Response) (
 
 // healthCandidates is the cached path first, then the configured ones,
 // then the defaults.
-func (rl *Relay) healthCandidates() []string {
-	rl.healthMu.Lock()
-	cached := rl.healthPath
-	rl.healthMu.Unlock()
+func (px *Proxy) healthCandidates() []string {
+	px.healthMu.Lock()
+	cached := px.healthPath
+	px.healthMu.Unlock()
 	if cached != "" {
 		return []string{cached}
 	}
-	return append(append([]string{}, rl.cfg.HealthPaths...), "/health", "/v1/health/ready")
+	return append(append([]string{}, px.cfg.HealthPaths...), "/health", "/v1/health/ready")
 }

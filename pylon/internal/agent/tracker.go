@@ -1,17 +1,17 @@
-package main
+package agent
 
 import (
-	"context"
 	"slices"
 	"sync"
 
-	"github.com/stargate-router/stargate/pylon/internal/relay"
+	"github.com/stargate-router/stargate/pylon/internal/engineproxy"
 	"github.com/stargate-router/stargate/pylon/internal/stats"
 )
 
-// tracker adapts the stats collector to what the relay and the
-// calibration ramp consume, and holds the set of published models (a
-// model is routable only after its bring-up, pylon.md §1.3).
+// tracker adapts the stats collector to what the engine proxy and the
+// calibration ramp consume, and holds the set of published models: a model
+// is routable only once its bring-up (and calibration) is done, so a hub
+// never routes to a model whose input TPS is not bootstrapped yet.
 type tracker struct {
 	c         *stats.Collector
 	mu        sync.RWMutex
@@ -34,25 +34,25 @@ func (t *tracker) publishedModels() []string {
 	return slices.Clone(t.published)
 }
 
-// Published implements relay.Tracker.
+// Published implements engineproxy.Tracker.
 func (t *tracker) Published(model string) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return slices.Contains(t.published, model)
 }
 
-// Begin implements relay.Tracker and calibrate.Tracker. The relay tells
-// the observation which engine each attempt goes to, so engine stats
+// Begin implements engineproxy.Tracker and calibrate.Tracker. The proxy
+// tells the observation which engine each attempt goes to, so engine stats
 // events count only for the engine that received the request.
-func (t *tracker) Begin(info relay.RequestInfo) relay.Observation {
+func (t *tracker) Begin(info engineproxy.RequestInfo) engineproxy.Observation {
 	return observation{t.c.Begin(stats.RequestInfo{
-		ID: info.ID, Model: info.Model, Endpoint: info.Endpoint, InputTokens: info.InputTokens,
+		ID: info.ID, Model: info.Model, Endpoint: stats.Endpoint(info.Endpoint), InputTokens: info.InputTokens,
 		Priority: info.Priority, RoutingKey: info.RoutingKey,
 	})}
 }
 
-// LocalQueueMs implements relay.Tracker.
-func (t *tracker) LocalQueueMs(model string, p uint32, self relay.Observation) (uint64, bool) {
+// LocalQueueMs implements engineproxy.Tracker.
+func (t *tracker) LocalQueueMs(model string, p uint32, self engineproxy.Observation) (uint64, bool) {
 	var o *stats.Observer
 	if s, ok := self.(observation); ok {
 		o = s.o
@@ -69,7 +69,7 @@ func (t *tracker) InputTPS(model string) (float64, bool) {
 	return st.LastMeanInputTPS, true
 }
 
-// observation adapts a *stats.Observer to relay.EngineObservation.
+// observation adapts a *stats.Observer to engineproxy.EngineObservation.
 type observation struct{ o *stats.Observer }
 
 func (x observation) Headers(status int)  { x.o.Headers(status) }
@@ -78,40 +78,7 @@ func (x observation) Complete()           { x.o.Finish(stats.Complete) }
 func (x observation) Fail()               { x.o.Finish(stats.Failed) }
 func (x observation) Cancel()             { x.o.Finish(stats.Cancelled) }
 
-var _ relay.EngineObservation = observation{}
+var _ engineproxy.EngineObservation = observation{}
 
-// Dispatched implements relay.EngineObservation.
+// Dispatched implements engineproxy.EngineObservation.
 func (x observation) Dispatched(engine int) { x.o.Dispatched(engine) }
-
-// broadcaster turns the collector's single notification channel into a
-// close-and-replace broadcast, so every hub's registration stream wakes on
-// a change, not just one of them.
-type broadcaster struct {
-	src <-chan struct{}
-	mu  sync.Mutex
-	ch  chan struct{}
-}
-
-func newBroadcaster(src <-chan struct{}) *broadcaster {
-	return &broadcaster{src: src, ch: make(chan struct{})}
-}
-
-func (b *broadcaster) run(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-b.src:
-			b.mu.Lock()
-			close(b.ch)
-			b.ch = make(chan struct{})
-			b.mu.Unlock()
-		}
-	}
-}
-
-func (b *broadcaster) wait() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.ch
-}

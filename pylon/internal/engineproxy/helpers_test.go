@@ -1,4 +1,4 @@
-package relay
+package engineproxy
 
 import (
 	"bufio"
@@ -36,8 +36,8 @@ const hangGuard = 10 * time.Second
 
 const testModel = "test-model"
 
-// tracker adapts the real stats collector to relay.Tracker the way
-// cmd/pylon/tracker.go does, and remembers every observer it began so
+// tracker adapts the real stats collector to Tracker the way
+// internal/agent/tracker.go does, and remembers every observer it began so
 // tests can read their final state.
 type tracker struct {
 	c *stats.Collector
@@ -61,7 +61,7 @@ func (t *tracker) Published(model string) bool {
 
 func (t *tracker) Begin(info RequestInfo) Observation {
 	o := t.c.Begin(stats.RequestInfo{
-		ID: info.ID, Model: info.Model, Endpoint: info.Endpoint, InputTokens: info.InputTokens,
+		ID: info.ID, Model: info.Model, Endpoint: stats.Endpoint(info.Endpoint), InputTokens: info.InputTokens,
 		Priority: info.Priority, RoutingKey: info.RoutingKey,
 	})
 	t.mu.Lock()
@@ -95,7 +95,7 @@ func (x observation) Complete()           { x.o.Finish(stats.Complete) }
 func (x observation) Fail()               { x.o.Finish(stats.Failed) }
 func (x observation) Cancel()             { x.o.Finish(stats.Cancelled) }
 
-// harness is a relay behind a real httptest server, fed by a real
+// harness is a proxy behind a real httptest server, fed by a real
 // collector, with a fake clock for its timeouts.
 type harness struct {
 	t      *testing.T
@@ -103,21 +103,21 @@ type harness struct {
 	reg    *prometheus.Registry
 	coll   *stats.Collector
 	tr     *tracker
-	relay  *Relay
+	proxy  *Proxy
 	srv    *httptest.Server
 	client *http.Client
-	// served receives one value each time a relay handler returns (also
-	// after an abort), so tests can wait for the relay's bookkeeping.
+	// served receives one value each time a proxy handler returns (also
+	// after an abort), so tests can wait for the proxy's bookkeeping.
 	served chan struct{}
 }
 
 type options struct {
-	relay     func(*Config)
+	proxy     func(*Config)
 	stats     func(*stats.Config)
 	unpublish bool
 }
 
-// newHarness starts a relay whose engine is at upstream.
+// newHarness starts a proxy whose engine is at upstream.
 func newHarness(t *testing.T, upstream string, opts options) *harness {
 	t.Helper()
 	h := &harness{t: t, clk: clock.NewFake(epoch), reg: prometheus.NewRegistry(), served: make(chan struct{}, 64)}
@@ -143,16 +143,16 @@ func newHarness(t *testing.T, upstream string, opts options) *harness {
 	cfg.Client = &http.Client{Transport: upTransport}
 	cfg.Clock = h.clk
 	cfg.Log = slog.New(slog.DiscardHandler)
-	if opts.relay != nil {
-		opts.relay(&cfg)
+	if opts.proxy != nil {
+		opts.proxy(&cfg)
 	}
 	if err := cfg.Validate(); err != nil {
-		t.Fatalf("relay config: %v", err)
+		t.Fatalf("proxy config: %v", err)
 	}
-	h.relay = New(cfg, h.tr, NewMetrics(h.reg))
+	h.proxy = New(cfg, h.tr, NewMetrics(h.reg))
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() { h.served <- struct{}{} }()
-		h.relay.ServeHTTP(w, r)
+		h.proxy.ServeHTTP(w, r)
 	}))
 	clientTransport := &http.Transport{}
 	h.client = &http.Client{Transport: clientTransport}
@@ -176,7 +176,7 @@ func validHeaders(id string) http.Header {
 
 const chatBody = `{"model":"test-model","messages":[{"role":"user","content":"hello there"}],"stream":true}`
 
-// request sends one request to the relay; the caller closes the body.
+// request sends one request to the proxy; the caller closes the body.
 func (h *harness) request(ctx context.Context, method, path string, hd http.Header, body string) *http.Response {
 	h.t.Helper()
 	var rd io.Reader
@@ -209,20 +209,20 @@ func (h *harness) post(path string, hd http.Header, body string) (*http.Response
 	return resp, b
 }
 
-// waitServed waits until n more relay handlers have returned.
+// waitServed waits until n more proxy handlers have returned.
 func (h *harness) waitServed(n int) {
 	h.t.Helper()
 	for range n {
 		select {
 		case <-h.served:
 		case <-time.After(hangGuard):
-			h.t.Fatal("relay handler did not return")
+			h.t.Fatal("proxy handler did not return")
 		}
 	}
 }
 
 // metric reads a counter or gauge (or a histogram's sample count) of the
-// relay's registry; labels is "k=v,k=v" and must match exactly.
+// proxy's registry; labels is "k=v,k=v" and must match exactly.
 func (h *harness) metric(name, labels string) float64 {
 	h.t.Helper()
 	return gather(h.t, h.reg, name, labels)
@@ -523,7 +523,7 @@ func (m *mockEngine) waitDone(t *testing.T, path string) {
 //
 // The port is taken from 127.0.0.2 while every test server listens on
 // 127.0.0.1: a freed port may be handed out again at once, and if the
-// relay's own test server got it, the relay would forward to itself
+// proxy's own test server got it, the proxy would forward to itself
 // forever instead of failing to connect.
 func closedURL(t *testing.T) string {
 	t.Helper()

@@ -1,4 +1,4 @@
-package relay
+package engineproxy
 
 import (
 	"bytes"
@@ -172,14 +172,14 @@ func TestStreamedChatThroughMockEngine(t *testing.T) {
 	}
 }
 
-func TestSSEEventsRelayedOneAtATime(t *testing.T) {
+func TestSSEEventsForwardedOneAtATime(t *testing.T) {
 	up := newCommanded(t)
 	h := newHarness(t, up.srv.URL, options{})
 	resp := h.request(context.Background(), http.MethodPost, "/v1/chat/completions", validHeaders("r"), chatBody)
 	defer func() { _ = resp.Body.Close() }()
 	er := readEvents(resp.Body)
 	// Each event is sent only after the previous one reached the client,
-	// so the relay must flush every event as it completes.
+	// so the proxy must flush every event as it completes.
 	events := []string{
 		": keep-alive comment\n\n",
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
@@ -216,7 +216,7 @@ func TestSSEEventsRelayedOneAtATime(t *testing.T) {
 
 func TestSSEFirstOutputTimeout(t *testing.T) {
 	up := newCommanded(t)
-	h := newHarness(t, up.srv.URL, options{relay: func(c *Config) {
+	h := newHarness(t, up.srv.URL, options{proxy: func(c *Config) {
 		c.FirstOutputTimeout = 5 * time.Second
 		c.InterEventTimeout = time.Second
 	}})
@@ -256,7 +256,7 @@ func TestSSEFirstOutputTimeout(t *testing.T) {
 
 func TestSSEInterEventTimeout(t *testing.T) {
 	up := newCommanded(t)
-	h := newHarness(t, up.srv.URL, options{relay: func(c *Config) {
+	h := newHarness(t, up.srv.URL, options{proxy: func(c *Config) {
 		c.FirstOutputTimeout = 5 * time.Second
 		c.InterEventTimeout = 2 * time.Second
 	}})
@@ -300,7 +300,7 @@ func TestSSEInterEventTimeout(t *testing.T) {
 
 func TestSSEEventTooLarge(t *testing.T) {
 	up := newCommanded(t)
-	h := newHarness(t, up.srv.URL, options{relay: func(c *Config) { c.MaxEventBytes = 1024 }})
+	h := newHarness(t, up.srv.URL, options{proxy: func(c *Config) { c.MaxEventBytes = 1024 }})
 	resp := h.request(context.Background(), http.MethodPost, "/v1/chat/completions", validHeaders("r"), chatBody)
 	defer func() { _ = resp.Body.Close() }()
 	er := readEvents(resp.Body)
@@ -396,7 +396,7 @@ func TestResponsesStream(t *testing.T) {
 	}
 }
 
-// TestOtherEndpointStreamsThrough: an SSE answer on a path the relay does
+// TestOtherEndpointStreamsThrough: an SSE answer on a path the proxy does
 // not parse (legacy completions) is still copied through as it arrives,
 // not buffered to the end.
 func TestOtherEndpointStreamsThrough(t *testing.T) {
@@ -570,7 +570,7 @@ var sseSeeds = []string{
 	"data:[DONE]\r\n\r\n",
 }
 
-// FuzzSSESplit: splitting any byte stream into events the way relaySSE
+// FuzzSSESplit: splitting any byte stream into events the way streamSSE
 // does never panics, consumes everything, and re-joins to the input; each
 // event ends at its first blank line; the classifier agrees with the data
 // it reads.
@@ -632,9 +632,9 @@ func FuzzSSESplit(f *testing.F) {
 	})
 }
 
-// FuzzRelaySSE: relaySSE, fed any stream in reads of any size, forwards
+// FuzzStreamSSE: streamSSE, fed any stream in reads of any size, forwards
 // exactly the input and reports exactly the output events' data.
-func FuzzRelaySSE(f *testing.F) {
+func FuzzStreamSSE(f *testing.F) {
 	for i, s := range sseSeeds {
 		f.Add([]byte(s), uint8(i+1))
 	}
@@ -653,13 +653,13 @@ func FuzzRelaySSE(f *testing.F) {
 		}
 
 		clk := clock.NewFake(epoch)
-		rl := &Relay{cfg: Config{Clock: clk, Log: slog.New(slog.DiscardHandler), MaxEventBytes: 1 << 20,
+		px := &Proxy{cfg: Config{Clock: clk, Log: slog.New(slog.DiscardHandler), MaxEventBytes: 1 << 20,
 			FirstOutputTimeout: time.Hour, InterEventTimeout: time.Hour}}
 		rec := httptest.NewRecorder()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		obs := &recordingObs{}
-		outcome, abort := rl.relaySSE(ctx, cancel, rec, http.NewResponseController(rec),
+		got, abort := px.streamSSE(ctx, cancel, rec, http.NewResponseController(rec),
 			&chunkReader{data: data, n: max(int(chunk), 1)}, RequestInfo{}, obs, clk.Now(), true)
 		if !bytes.Equal(rec.Body.Bytes(), data) {
 			t.Fatalf("forwarded %q, want %q", rec.Body.Bytes(), data)
@@ -672,12 +672,12 @@ func FuzzRelaySSE(f *testing.F) {
 				t.Fatalf("output %d = %q, want %q", i, obs.outputs[i], wantOutputs[i])
 			}
 		}
-		wantOutcome := "complete"
+		wantOutcome := outcomeComplete
 		if len(wantOutputs) == 0 {
-			wantOutcome = "failed"
+			wantOutcome = outcomeFailed
 		}
-		if outcome != wantOutcome || abort {
-			t.Fatalf("outcome %q abort %v, want %q without abort", outcome, abort, wantOutcome)
+		if got != wantOutcome || abort {
+			t.Fatalf("outcome %v abort %v, want %v without abort", got, abort, wantOutcome)
 		}
 		if clk.Timers() != 0 {
 			t.Fatalf("watchdog left armed")

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"slices"
@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-func validConfig(upstream string) config {
-	c := defaultConfig()
+func validConfig(upstream string) Config {
+	c := Default()
 	c.UpstreamBaseURL = upstream
 	c.ModelNames = "m"
 	return c
@@ -25,12 +25,12 @@ func TestUpstreamBaseURLList(t *testing.T) {
 	}
 	for _, tc := range cases {
 		c := validConfig(tc.in)
-		if err := c.validate(); err != nil {
+		if err := c.Validate(); err != nil {
 			t.Errorf("%q: %v", tc.in, err)
 			continue
 		}
-		if !slices.Equal(c.engines, tc.engines) {
-			t.Errorf("%q: engines %q, want %q", tc.in, c.engines, tc.engines)
+		if !slices.Equal(c.Engines, tc.engines) {
+			t.Errorf("%q: engines %q, want %q", tc.in, c.Engines, tc.engines)
 		}
 		if want := strings.Join(tc.engines, ","); c.UpstreamBaseURL != want {
 			t.Errorf("%q: UpstreamBaseURL %q, want %q", tc.in, c.UpstreamBaseURL, want)
@@ -53,7 +53,7 @@ func TestUpstreamBaseURLListErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		c := validConfig(tc.in)
-		err := c.validate()
+		err := c.Validate()
 		if err == nil || !strings.Contains(err.Error(), "--upstream-http-base-url") || !strings.Contains(err.Error(), tc.entry) {
 			t.Errorf("%q: error %v, want one naming --upstream-http-base-url and %s", tc.in, err, tc.entry)
 		}

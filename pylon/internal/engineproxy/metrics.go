@@ -1,4 +1,4 @@
-package relay
+package engineproxy
 
 import (
 	"strconv"
@@ -7,8 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the relay's series of pylon.md §8.1 ("requests" and "retry,
-// admission" groups). A nil *Metrics records nothing.
+// Metrics are the data plane's series: per-request latency, size and final
+// state, retry signals, admission decisions and the engine pool (every name
+// is listed in docs/metrics.md). A nil *Metrics records nothing.
 type Metrics struct {
 	requests         *prometheus.CounterVec
 	toHeaders        *prometheus.HistogramVec
@@ -32,7 +33,7 @@ var (
 	queueMsBuckets  = []float64{0, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000}
 )
 
-// NewMetrics registers the relay's metrics on reg.
+// NewMetrics registers the proxy's metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	lk := []string{"model", "routing_key"}
 	m := &Metrics{
@@ -69,10 +70,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) finished(info RequestInfo, status string, d time.Duration) {
+func (m *Metrics) finished(info RequestInfo, out outcome, d time.Duration) {
 	if m == nil {
 		return
 	}
+	status := out.String()
 	m.requests.WithLabelValues(info.Model, info.RoutingKey, status).Inc()
 	m.duration.WithLabelValues(info.Model, info.RoutingKey, status).Observe(d.Seconds())
 	m.inputTokens.WithLabelValues(info.Model, info.RoutingKey).Add(float64(info.InputTokens))
@@ -91,9 +93,9 @@ func (m *Metrics) firstOutput(info RequestInfo, d time.Duration) {
 	}
 }
 
-func (m *Metrics) admission(isid, model, result string) {
+func (m *Metrics) admission(isid, model string, result admissionResult) {
 	if m != nil {
-		m.admissionResults.WithLabelValues(isid, model, result).Inc()
+		m.admissionResults.WithLabelValues(isid, model, string(result)).Inc()
 	}
 }
 
