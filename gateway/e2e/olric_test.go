@@ -109,7 +109,7 @@ func TestOlricRateLimit(t *testing.T) {
 	waitMetric(t, e, m3, "llm_api_gateway_olric_cluster_members", 3)
 	// The cluster clients learn the final partition owners at their next
 	// routing refresh (200 ms here); before that an add may run on a
-	// former owner (docs/gateway.md "Rate limits").
+	// former owner (docs/design/sessions.md#bound-across-replicas).
 	time.Sleep(500 * time.Millisecond)
 
 	type result struct {

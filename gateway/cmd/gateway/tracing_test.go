@@ -78,9 +78,10 @@ var listenRe = regexp.MustCompile(`msg=listening listener=api addr=(\S+)`)
 
 // TestTracesExported: with --otel-endpoint the gateway's server span of a
 // request reaches the collector as an OTLP/HTTP POST /v1/traces, under
-// service.name llm-api-gateway and in the client's trace (the same trace
-// id the hub sees in traceparent), with gateway.md §6.2's attributes,
-// flushed on shutdown after the drain (before the batcher's own 2 s tick).
+// service.name stargate-gateway and in the client's trace (the same trace
+// id the hub sees in traceparent), with the attributes docs/gateway.md#tracing
+// lists, flushed on shutdown after the drain (before the batcher's own 2 s
+// tick). Without a routing key the span has no stargate.routing_key.
 // The global tracer provider and propagator are restored afterwards.
 func TestTracesExported(t *testing.T) {
 	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
@@ -159,7 +160,7 @@ func TestTracesExported(t *testing.T) {
 		"gateway.routing_key": "", "http.response.status_code": "200"}
 	found := false
 	for _, s := range col.spans {
-		if s.service != "llm-api-gateway" || s.name != "POST /v1/embeddings" || s.traceID != traceID {
+		if s.service != "stargate-gateway" || s.name != "POST /v1/embeddings" || s.traceID != traceID {
 			continue
 		}
 		found = true
@@ -168,9 +169,12 @@ func TestTracesExported(t *testing.T) {
 				t.Errorf("span attribute %s = %q (%v), want %q", k, got, ok, v)
 			}
 		}
+		if got, ok := s.attrs["stargate.routing_key"]; ok {
+			t.Errorf("span attribute stargate.routing_key = %q without a routing key", got)
+		}
 	}
 	if !found {
-		t.Fatalf("spans %+v: no server span POST /v1/embeddings of service llm-api-gateway in trace %s", col.spans, traceID)
+		t.Fatalf("spans %+v: no server span POST /v1/embeddings of service stargate-gateway in trace %s", col.spans, traceID)
 	}
 	if tp, _ := hubTrace.Load("traceparent"); !strings.Contains(tp.(string), traceID) {
 		t.Fatalf("hub traceparent %q", tp)

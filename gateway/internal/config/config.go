@@ -30,8 +30,9 @@ type Config struct {
 	// Log selects the log encoding and level.
 	Log obs.LogConfig
 
-	// HubURL is the hub's base URL; only scheme and host are used
-	// (gateway.md §8: a path in the URL would be dropped silently).
+	// HubURL is the hub's base URL: scheme and host only. A path is
+	// rejected at startup, since every hub request sets its own absolute
+	// path and would silently drop it.
 	HubURL *url.URL
 	// HubTokenFile, when set, holds the bearer token the gateway sends to
 	// the hub in place of the client's Authorization header. It is re-read
@@ -40,18 +41,20 @@ type Config struct {
 	// HubConnectTimeout is the dial timeout to the hub.
 	HubConnectTimeout time.Duration
 	// HubRequestTimeout bounds a whole non-streaming exchange; 0 means no
-	// bound. Streams are never cut by it (gateway.md §8).
+	// bound. Streams are never cut by it: a long generation is not a
+	// failure.
 	HubRequestTimeout time.Duration
 
 	// MaxBodyBytes caps a request body; larger bodies get 413.
 	MaxBodyBytes int64
 	// RoutingKeyPrefix, when true, splits the body's model on the first
-	// '/' into routing key and model (gateway.md §1.2). Off by default
-	// because common model ids (meta/llama-3) contain a '/'.
+	// '/' into routing key and model, as upstream Stargate's gateway
+	// always does. Off by default because common model ids (meta/llama-3)
+	// contain a '/'.
 	RoutingKeyPrefix bool
 	// ModelURIAllowlist enforces the models' uris on chat, completions and
 	// embeddings; without it a miss there is only counted and logged.
-	// Responses always enforce (gateway.md §1.2).
+	// Responses always enforce (docs/gateway.md#model-config).
 	ModelURIAllowlist bool
 
 	// APIKeys are the accepted client keys; empty only with InsecureNoAuth.
@@ -62,30 +65,33 @@ type Config struct {
 	// Models is the per-model configuration (SLO, wait, rate limits).
 	Models Models
 
-	// LastCluster configures last-cluster tracking (gateway.md §7.2).
+	// LastCluster configures last-cluster tracking
+	// (docs/design/sessions.md#last-cluster-tracking).
 	LastCluster LastCluster
-	// Olric configures the embedded Olric node (gateway.md §4.1).
+	// Olric configures the embedded Olric node (docs/gateway.md#olric).
 	Olric Olric
-	// RateLimit configures admission (gateway.md §4).
+	// RateLimit configures admission (docs/design/sessions.md#rate-limits).
 	RateLimit RateLimit
 	// Tracing is the span export (--otel-endpoint, --otel-sample-ratio);
 	// main fills in the service name and version.
 	Tracing obs.TracingConfig
 }
 
-// LastCluster is gateway.md §7.2, with its environment variable names.
+// LastCluster is the last-cluster tracking configuration (the
+// STARGATE_LAST_CLUSTER_* variables, named as upstream Stargate's gateway
+// names them so existing deployments keep working).
 type LastCluster struct {
 	Enabled         bool
 	TTL             time.Duration
 	LookupTimeout   time.Duration
 	LocalMaxEntries int
-	// WriteTimeout bounds the asynchronous write (gateway.md §7.6 step 3
-	// leaves the bound to us).
+	// WriteTimeout bounds the asynchronous write after 2xx headers, so a
+	// slow store cannot pile up writes or hold shutdown.
 	WriteTimeout time.Duration
 }
 
-// Olric is gateway.md §4.1's embedded node settings: whether the node
-// runs, the node's own settings, and the DMaps the gateway keeps in it.
+// Olric is the embedded node's configuration: whether the node runs, the
+// node's own settings, and the DMaps the gateway keeps in it.
 type Olric struct {
 	Enabled bool
 	olricnode.Config
@@ -128,13 +134,15 @@ type ModelConfig struct {
 	// TokensPerMinute limits input+output tokens per API key and model.
 	TokensPerMinute int64 `json:"tokens_per_minute"`
 	// URIs, when set, are the API paths the model may be called on
-	// (gateway.md §1.2's model URI allowlist, e.g. "/v1/chat/completions").
+	// (the model URI allowlist, e.g. "/v1/chat/completions";
+	// docs/gateway.md#model-config).
 	URIs []string `json:"uris"`
 }
 
 // AllowsPath reports whether the model may be called on path: true when it
 // declares no URIs; otherwise one must match, ignoring case, surrounding
-// whitespace, a missing leading '/' and trailing '/' (gateway.md §1.2).
+// whitespace, a missing leading '/' and trailing '/', as upstream
+// Stargate's gateway matches them.
 func (c ModelConfig) AllowsPath(path string) bool {
 	if len(c.URIs) == 0 {
 		return true

@@ -52,7 +52,8 @@ func compactLen(raw []byte) int {
 	return n
 }
 
-// Input is the input-token estimate of r (gateway.md §2.5).
+// Input is the input-token estimate of r
+// (docs/design/sessions.md#token-estimate).
 func Input(r *request.Request) int64 {
 	switch r.Endpoint {
 	case request.Chat:
@@ -118,7 +119,8 @@ func message(m *request.Message) int64 {
 }
 
 // content counts text as floor(len/4) with no +5, and other parts as est
-// of their JSON (gateway.md §2.5).
+// of their JSON, as upstream Stargate's gateway does so the hub sees the
+// same estimates behind either gateway.
 func content(c *request.Content) int64 {
 	switch {
 	case c.IsText:
@@ -156,9 +158,10 @@ func stop(raw []byte) int64 {
 	return n
 }
 
-// responses estimates the Responses request as the converted chat request
-// would be (gateway.md §2.5): instructions as a system message, input items
-// as messages, plus est("auto") for the forced reasoning_format.
+// responses estimates the Responses request as upstream Stargate's gateway
+// does, through the chat request it would convert it to: instructions as a
+// system message, input items as messages, plus est("auto") for the
+// reasoning_format that conversion sets.
 func responses(r *request.ResponsesBody) int64 {
 	n := JSON(r.Tools) + JSON(r.ToolChoice) + JSON(r.Metadata) + Text(r.User) + Text("auto")
 	if r.Instructions != "" {
@@ -178,7 +181,8 @@ func responses(r *request.ResponsesBody) int64 {
 }
 
 // MaxOutput is the output reservation: the request's maximum, else def
-// (gateway.md §2.5 uses 1).
+// (--rate-limit-default-max-output-tokens, 1 by default: an unknown
+// output is charged when usage arrives rather than guessed up front).
 func MaxOutput(r *request.Request, def int64) int64 {
 	if r.MaxOutput > 0 {
 		return r.MaxOutput

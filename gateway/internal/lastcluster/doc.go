@@ -1,6 +1,6 @@
 // Package lastcluster remembers which hub cluster served a multi-turn
-// session and hints it to the hub on the session's next turn (gateway.md
-// §7). It owns the store key, the store contract (an Olric DMap shared by
+// session and hints it to the hub on the session's next turn
+// (docs/design/sessions.md#last-cluster-tracking). It owns the store key, the store contract (an Olric DMap shared by
 // all replicas, or an in-process expirable LRU), the deadline-bounded
 // lookup and the asynchronous write after 2xx headers, with their metrics,
 // spans and sampled logs. A store failure never fails a request: every

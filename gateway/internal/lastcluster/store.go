@@ -20,7 +20,7 @@ type Store interface {
 }
 
 // Key is lc:v1: + hex SHA-256 over the length-prefixed routing key, model
-// and affinity key (gateway.md §7.5). Each field is an 8-byte big-endian
+// and affinity key. Each field is an 8-byte big-endian
 // length followed by its bytes, so ("ab","c") and ("a","bc") differ. The
 // encoding is part of the shared DMap's contract: change it only together
 // with the v1 tag.
@@ -91,8 +91,9 @@ func (o Olric) Get(ctx context.Context, key string) (string, bool, error) {
 	return string(b), true, nil
 }
 
-// Set puts key with expiry ttl in the same write (never a separate Expire:
-// the embedded Expire corrupts keys owned by another node, tooling.md §10).
+// Set puts key with expiry ttl in the same write, never with a separate
+// Expire: Olric v0.7.4's embedded Expire, called on a node that does not
+// own the key, replaces the value with an empty one and drops its TTL.
 func (o Olric) Set(ctx context.Context, key, value string, ttl time.Duration) error {
 	return o.DM.Put(ctx, key, []byte(value), olric.PX(ttl))
 }

@@ -19,7 +19,8 @@ import (
 	"github.com/stargate-router/stargate/pkg/headers"
 )
 
-// Config is the tracker's part of gateway.md §7.2.
+// Config is the tracker's part of the gateway's last-cluster settings
+// (the STARGATE_LAST_CLUSTER_* variables).
 type Config struct {
 	Enabled       bool
 	TTL           time.Duration
@@ -50,8 +51,19 @@ func New(cfg Config, store Store, m *metrics.Metrics, tp trace.TracerProvider, l
 	if cfg.TimeoutLogEvery <= 0 {
 		cfg.TimeoutLogEvery = 100
 	}
-	return &Tracker{cfg: cfg, store: store, m: m, tracer: tp.Tracer("llm-api-gateway"), log: log, clock: clk}
+	return &Tracker{cfg: cfg, store: store, m: m, tracer: tp.Tracer(tracerName), log: log, clock: clk}
 }
+
+// tracerName is the gateway's tracer, the same as its service name;
+// lookupSpan and writeSpan are the spans of the two store calls.
+const (
+	tracerName = "stargate-gateway"
+	lookupSpan = tracerName + ".last_cluster_lookup"
+	writeSpan  = tracerName + ".last_cluster_write"
+)
+
+// routingKeyAttr is the span attribute naming the request's routing key.
+const routingKeyAttr = "stargate.routing_key"
 
 // Target identifies what a session's entry is keyed by.
 type Target struct {
@@ -62,9 +74,8 @@ type Target struct {
 	RequestID string
 }
 
-// active reports whether the feature applies to t, counting skipped for an
-// ineligible session (gateway.md §7.7: only when the feature is on and a
-// session exists).
+// active reports whether the feature applies to t: it is on, and t's
+// session is eligible and complete.
 func (tr *Tracker) active(t Target) bool {
 	if tr == nil || !tr.cfg.Enabled || t.Session.Source == session.SourceNone {
 		return false
@@ -82,15 +93,31 @@ func (tr *Tracker) Lookup(ctx context.Context, t Target) string {
 	if tr == nil || !tr.cfg.Enabled || t.Session.Source == session.SourceNone {
 		return ""
 	}
+	// skipped counts sessions the feature cannot use (a payload hash, an
+	// incomplete target); no session, or the feature off, counts nothing.
 	if !tr.active(t) {
 		tr.m.LastClusterLookup.WithLabelValues("skipped").Inc()
 		return ""
 	}
-	ctx, span := tr.tracer.Start(ctx, "llm-api-gateway.last_cluster_lookup")
+	ctx, span := tr.tracer.Start(ctx, lookupSpan)
 	defer span.End()
 	start := tr.clock.Now()
 	lctx, cancel := context.WithTimeout(ctx, tr.cfg.LookupTimeout)
 	defer cancel()
+	result, value, failure := tr.get(lctx, Key(t.RoutingKey, t.Model, t.Session.AffinityKey))
+	tr.m.LookupDuration.Observe(tr.clock.Since(start).Seconds())
+	tr.m.LastClusterLookup.WithLabelValues(result).Inc()
+	span.SetAttributes(attribute.String("result", result), attribute.String(routingKeyAttr, t.RoutingKey))
+	if failure != nil {
+		span.SetStatus(codes.Error, result)
+		tr.warn("last-cluster lookup failed", result, t, failure)
+	}
+	return value
+}
+
+// get reads key under lctx's deadline and classifies the outcome: hit
+// (with the cluster id), miss, timeout or error (with the failure).
+func (tr *Tracker) get(lctx context.Context, key string) (result, value string, failure error) {
 	type res struct {
 		v     string
 		found bool
@@ -99,41 +126,30 @@ func (tr *Tracker) Lookup(ctx context.Context, t Target) string {
 	// The store call runs in its own goroutine so a store that ignores its
 	// context still cannot hold the request past the deadline.
 	ch := make(chan res, 1)
-	key := Key(t.RoutingKey, t.Model, t.Session.AffinityKey)
 	go func() {
 		v, found, err := tr.store.Get(lctx, key)
 		ch <- res{v, found, err}
 	}()
-	var result, value string
-	var failure error
 	select {
 	case r := <-ch:
 		switch {
 		case r.err != nil && (errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, context.Canceled)):
-			result, failure = "timeout", r.err
+			return "timeout", "", r.err
 		case r.err != nil:
-			result, failure = "error", r.err
+			return "error", "", r.err
 		case !r.found:
-			result = "miss"
-		default:
-			if id, err := headers.ParseClusterID(r.v); err != nil {
-				result, failure = "error", err
-			} else {
-				result, value = "hit", id
-			}
+			return "miss", "", nil
 		}
+		id, err := headers.ParseClusterID(r.v)
+		if err != nil {
+			return "error", "", err
+		}
+		return "hit", id, nil
 	case <-lctx.Done():
-		// A client that went away counts as timeout too (gateway.md §7.6).
-		result, failure = "timeout", lctx.Err()
+		// A client that went away counts as timeout too: for the store,
+		// the lookup simply ran out of time.
+		return "timeout", "", lctx.Err()
 	}
-	tr.m.LookupDuration.Observe(tr.clock.Since(start).Seconds())
-	tr.m.LastClusterLookup.WithLabelValues(result).Inc()
-	span.SetAttributes(attribute.String("result", result), attribute.String("nvcf.function.id", t.RoutingKey))
-	if failure != nil {
-		span.SetStatus(codes.Error, result)
-		tr.warn("last-cluster lookup failed", result, t, failure)
-	}
-	return value
 }
 
 // Remember stores clusterID for t off the request path: it returns at once
@@ -154,7 +170,7 @@ func (tr *Tracker) Remember(ctx context.Context, t Target, clusterID string, pre
 	tr.wg.Go(func() {
 		wctx, cancel := context.WithTimeout(wctx, tr.cfg.WriteTimeout)
 		defer cancel()
-		wctx, span := tr.tracer.Start(wctx, "llm-api-gateway.last_cluster_write")
+		wctx, span := tr.tracer.Start(wctx, writeSpan)
 		defer span.End()
 		err := tr.store.Set(wctx, key, id, tr.cfg.TTL)
 		result := "success"
@@ -166,7 +182,7 @@ func (tr *Tracker) Remember(ctx context.Context, t Target, clusterID string, pre
 			result = "error"
 		}
 		tr.m.LastClusterWrite.WithLabelValues(result).Inc()
-		span.SetAttributes(attribute.String("result", result), attribute.String("nvcf.function.id", t.RoutingKey))
+		span.SetAttributes(attribute.String("result", result), attribute.String(routingKeyAttr, t.RoutingKey))
 		if err != nil {
 			span.SetStatus(codes.Error, result)
 			tr.warn("last-cluster write failed", result, t, err)

@@ -2,16 +2,22 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Namespace prefixes every gateway series (gateway.md §6.1).
+// Namespace prefixes every gateway series; upstream Stargate's gateway
+// uses the same prefix, so its dashboards and alerts apply unchanged.
 const Namespace = "llm_api_gateway"
 
-// durationBuckets are gateway.md §6.1's default duration buckets.
+// durationBuckets are the duration buckets of upstream Stargate's
+// gateway: 5 ms to 75 s, wide enough for a whole stream.
 var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 25, 50, 75}
 
-// LookupBuckets are gateway.md §7.7's 1 ms..50 ms buckets.
+// LookupBuckets span 1 ms to 50 ms: a last-cluster lookup is cut at its
+// deadline (20 ms by default), so the default buckets would put almost
+// every lookup in their first one.
 var LookupBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05}
 
-// Lookup and write results (gateway.md §7.7).
+// LookupResults and WriteResults are the result labels of the last-cluster
+// lookup and write counters; New exports each at 0 from the start, so a
+// dashboard can tell "never happened" from "not exported".
 var (
 	LookupResults = []string{"hit", "miss", "timeout", "error", "skipped"}
 	WriteResults  = []string{"success", "error", "timeout", "skipped"}

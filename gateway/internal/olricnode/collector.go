@@ -7,9 +7,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Collector exports the node's own Olric statistics on every scrape
-// (gateway.md §6.1's olric.* instruments, unprefixed, with counters ending
-// in _total): one local Stats call, bounded so a wedged node cannot hang
+// Collector exports the node's own Olric statistics on every scrape,
+// unprefixed olric_* series named as upstream Stargate's gateway names
+// them (counters ending in _total): one local Stats call, bounded so a wedged node cannot hang
 // the scrape.
 type Collector struct {
 	n *Node

@@ -23,7 +23,8 @@ type Config struct {
 	MemberlistAdvertiseAddr string
 	Peers                   []string
 	// K8sService is a headless Service DNS name resolved to pod IPs for
-	// discovery when Peers is empty (no RBAC needed, gateway.md §9.1).
+	// discovery when Peers is empty: a DNS lookup needs no Kubernetes RBAC,
+	// unlike listing pods.
 	K8sService      string
 	ReplicaCount    int
 	PartitionCount  uint64
@@ -52,8 +53,9 @@ type Node struct {
 
 // Start creates the node, joins its peers and returns once Olric reports
 // it started (joined, or formed a cluster alone after the join attempts).
-// An error means the gateway must not serve: gateway.md §4.1 makes a node
-// that cannot start within StartupTimeout fatal.
+// An error means the gateway must not serve: a node that cannot start
+// within StartupTimeout is fatal, since serving without the shared state
+// would silently split rate limits and hints per replica.
 //
 // Olric's Started callback uses process-global counters, so nodes in one
 // process (tests) must be started one after another.
@@ -109,9 +111,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	case err := <-n.errc:
 		// Start errors (port in use) never fire Started, and may leave
 		// the listeners that did bind running.
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-		_ = db.Shutdown(sctx)
-		cancel()
+		_ = shutdownWithin(db.Shutdown, cfg.ShutdownTimeout)
 		return nil, fmt.Errorf("olric start on %s:%d / memberlist %d: %w", cfg.BindAddr, cfg.BindPort, cfg.MemberlistBindPort, err)
 	case <-timer.C:
 		n.shutdownDB()
@@ -199,7 +199,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	if n.embedded != nil {
 		errs = append(errs, n.embedded.Close(ctx))
 	}
-	errs = append(errs, n.db.Shutdown(ctx))
+	errs = append(errs, shutdownWithin(n.db.Shutdown, time.Until(deadline(ctx))))
 	select {
 	case err := <-n.errc:
 		_ = err // Start returns once Shutdown ran; that is the expected end
@@ -211,7 +211,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 func (n *Node) shutdownDB() {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
-	_ = n.db.Shutdown(ctx)
+	_ = shutdownWithin(n.db.Shutdown, n.cfg.ShutdownTimeout)
 	select {
 	case err := <-n.errc:
 		_ = err // Start returns once Shutdown ran; that is the expected end
@@ -227,3 +227,32 @@ func (n *Node) MemberlistPort() int { return n.cfg.MemberlistBindPort }
 // its commands land on a former owner that runs them non-atomically, so
 // callers that need exact counts (tests, after a join) refresh first.
 func (n *Node) RefreshRouting(ctx context.Context) error { return n.cluster.RefreshMetadata(ctx) }
+
+// errShutdownHung reports an Olric shutdown that outlived its bound.
+var errShutdownHung = errors.New("olric shutdown did not return within its timeout")
+
+// shutdownWithin runs an Olric shutdown and waits for it at most timeout.
+// Olric v0.7.4's server Shutdown waits for its RESP listener to stop
+// without looking at its context, and a listener closed in the instant
+// before it starts serving never stops: a gateway whose node failed to
+// start would then hang instead of exiting. Past the bound the shutdown
+// is abandoned (its goroutine stays blocked; the process is about to exit
+// or the node is gone anyway).
+func shutdownWithin(shutdown func(context.Context) error, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- shutdown(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return errShutdownHung
+	}
+}
+
+// deadline is ctx's deadline; ctx always has one here (Shutdown sets it).
+func deadline(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}

@@ -1,5 +1,6 @@
 // Package ratelimit admits requests against per-(API key, model) request
-// and token limits shared by every gateway replica (gateway.md §4).
+// and token limits shared by every gateway replica
+// (docs/design/sessions.md#rate-limits).
 //
 // Algorithm: fixed one-minute windows of atomic counters. Admission adds
 // the request's units to the window's counter and, when the new value
@@ -9,8 +10,8 @@
 // together never admit more than the limit per window. Token admission
 // reserves the input estimate plus the output maximum, and Settle later
 // replaces the reservation with the usage the backend reported (reserve,
-// then settle: gateway.md §4.4). The documented bounds on over-admission
-// are in docs/gateway.md "Rate limits".
+// then settle). The bounds on over-admission are documented in
+// docs/design/sessions.md#bound-across-replicas.
 //
 // A store failure never crashes a request: by default the limiter fails
 // open (admits, counts the error); configured fail-closed it reports the

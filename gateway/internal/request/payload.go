@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 )
 
-// Payload returns the bytes the payload-derived session hashes (gateway.md
-// §2.3): the chat messages re-marshalled in a fixed field order with
+// Payload returns the bytes the payload-derived session hashes
+// (docs/design/sessions.md#affinity-key): the chat messages re-marshalled in a fixed field order with
 // omitempty rules (a content made of one text part marshals as a plain
 // string), the Responses input always as an array (a string input becomes
 // one user message), or the completions prompt. Strings use
-// encoding/json's escaping, as the reference's typed re-marshal does. It
+// encoding/json's escaping, as upstream Stargate's gateway's typed
+// re-marshal does, so both gateways derive the same key. It
 // returns nil for embeddings, which have no session.
 func (r *Request) Payload() []byte {
 	switch r.Endpoint {

@@ -35,8 +35,23 @@ func (e Endpoint) String() string {
 	}
 }
 
-// MaxEmbeddingInputs caps the entries of an embeddings input (gateway.md
-// §1.5).
+// Path returns the endpoint's API path, as routed and as sent to the hub.
+func (e Endpoint) Path() string {
+	switch e {
+	case Chat:
+		return "/v1/chat/completions"
+	case Responses:
+		return "/v1/responses"
+	case Completions:
+		return "/v1/completions"
+	default:
+		return "/v1/embeddings"
+	}
+}
+
+// MaxEmbeddingInputs caps the entries of an embeddings input, as upstream
+// Stargate's gateway does: OpenAI's own limit, so a client that works
+// against OpenAI works here.
 const MaxEmbeddingInputs = 2048
 
 // Request is what the gateway reads from a body. Everything in it is a
@@ -469,8 +484,9 @@ func (r *Request) parseEmbeddings(root *fastjson.Value) *openai.Error {
 	return nil
 }
 
-// SplitModel splits "<routing key>/<model>" on the first '/' (gateway.md
-// §1.2). It reports the 400 for a missing prefix or an empty half.
+// SplitModel splits "<routing key>/<model>" on the first '/', so a model
+// id that itself contains '/' survives. It reports the 400 for a missing
+// prefix or an empty half.
 func SplitModel(m string) (routingKey, model string, oe *openai.Error) {
 	rk, rest, ok := strings.Cut(m, "/")
 	switch {

@@ -1,9 +1,15 @@
 // Package server is the gateway's HTTP edge: the chi router and middleware
 // stack (recover, request id and HTTP metrics, client API-key auth, the 400
-// for a client-supplied x-priority), and
-// the handlers of the OpenAI-compatible API. A handler parses the body,
-// derives session and headers, asks the rate limiter, looks up the last
-// cluster, calls the hub and relays or aggregates the answer; the
-// decisions themselves live in the packages it calls. Errors reach the
-// client in the OpenAI shape; hub-internal headers never do.
+// for a client-supplied x-priority) and the handlers of the
+// OpenAI-compatible API.
+//
+// A POST API request is an exchange (endpoint.go) that reads top-down:
+// parse the body (Prepare: session, estimates, outbound headers and body),
+// apply the model URI allowlist, admit it with the rate limiter, look up
+// the session's last cluster, call the hub, then write the answer the
+// client asked for (write.go: events one by one, one aggregated object, or
+// the hub's JSON or error passed through) and settle the reservation
+// against the reported usage. The decisions themselves live in the
+// packages it calls. Errors reach the client in the OpenAI shape;
+// hub-internal headers never do.
 package server

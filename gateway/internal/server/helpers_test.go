@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stargate-router/stargate/gateway/internal/config"
 	"github.com/stargate-router/stargate/gateway/internal/hubclient"
@@ -162,6 +163,8 @@ type opts struct {
 	limiter func(m *metrics.Metrics, clk clock.Clock) *ratelimit.Limiter
 	timeout time.Duration
 	hub     *fakeHub
+	// tp records the server's and the tracker's spans; nil is no-op.
+	tp trace.TracerProvider
 }
 
 func newHarness(t *testing.T, o opts) *harness {
@@ -180,7 +183,7 @@ func newHarness(t *testing.T, o opts) *harness {
 	}
 	var tr *lastcluster.Tracker
 	if o.store != nil {
-		tr = lastcluster.New(lastcluster.Config{Enabled: true, TTL: time.Minute, LookupTimeout: o.timeout, WriteTimeout: time.Second, TimeoutLogEvery: 1}, o.store, m, nil, log, clk)
+		tr = lastcluster.New(lastcluster.Config{Enabled: true, TTL: time.Minute, LookupTimeout: o.timeout, WriteTimeout: time.Second, TimeoutLogEvery: 1}, o.store, m, o.tp, log, clk)
 	}
 	var lim *ratelimit.Limiter
 	if o.limiter != nil {
@@ -191,7 +194,7 @@ func newHarness(t *testing.T, o opts) *harness {
 	}
 	hc := hubclient.New(u, time.Second, "")
 	s := New(Deps{Hub: hc, Tracker: tr, Limiter: lim, Metrics: m, Log: log, Clock: clk, Keys: o.keys,
-		Models: o.models, MaxBodyBytes: 1 << 20, DefaultMaxOutputTokens: 1})
+		Models: o.models, MaxBodyBytes: 1 << 20, DefaultMaxOutputTokens: 1, TracerProvider: o.tp})
 	ts := httptest.NewServer(s)
 	t.Cleanup(func() {
 		ts.Close()

@@ -46,8 +46,8 @@ func (h *harness) do(method, path, body string, hdr http.Header) (*http.Response
 
 // TestClientPriorityRejected: a client-supplied x-priority, in any letter
 // case and even empty, gets 400 in the OpenAI error shape on every API
-// route and never reaches the hub (gateway.md §0.1, §1.6, §8); auth still
-// runs first, so a request without a key gets 401.
+// route and never reaches the hub (docs/design/headers.md#client-facing-headers);
+// auth still runs first, so a request without a key gets 401.
 func TestClientPriorityRejected(t *testing.T) {
 	h := newHarness(t, opts{keys: []config.APIKey{{Key: "k1", Principal: "p"}}})
 	auth := []string{"Bearer k1"}
@@ -201,8 +201,9 @@ func TestActiveRequestsByRoutingKey(t *testing.T) {
 	}
 }
 
-// TestRateLimitHeaders: gateway.md §4.5's headers by value, on admitted and
-// refused requests. The fake clock starts 20 s into a minute window; after
+// TestRateLimitHeaders: the rate-limit headers
+// (docs/design/sessions.md#rate-limits) by value, on admitted and refused
+// requests. The fake clock starts 20 s into a minute window; after
 // 0.5 s more the window ends in 39.5 s: x-ratelimit-reset-* is "39.5s" and
 // Retry-After rounds up to 40.
 func TestRateLimitHeaders(t *testing.T) {

@@ -56,6 +56,10 @@ type Deps struct {
 	TracerProvider trace.TracerProvider
 }
 
+// tracerName names the gateway's tracer (the OpenTelemetry instrumentation
+// scope of its spans), the same as its service name.
+const tracerName = "stargate-gateway"
+
 // Server is the gateway's API handler.
 type Server struct {
 	d      Deps
@@ -75,7 +79,7 @@ func New(d Deps) *Server {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	s := &Server{d: d, tracer: tp.Tracer("llm-api-gateway")}
+	s := &Server{d: d, tracer: tp.Tracer(tracerName)}
 	for _, k := range d.Keys {
 		s.keys = append(s.keys, hashedKey{sum: sha256.Sum256([]byte(k.Key)), principal: k.Principal})
 	}
@@ -83,10 +87,9 @@ func New(d Deps) *Server {
 	r.Use(s.recoverer, s.observe)
 	r.Group(func(r chi.Router) {
 		r.Use(s.auth, rejectClientPriority)
-		r.Post("/v1/chat/completions", s.endpoint(request.Chat))
-		r.Post("/v1/responses", s.endpoint(request.Responses))
-		r.Post("/v1/completions", s.endpoint(request.Completions))
-		r.Post("/v1/embeddings", s.endpoint(request.Embeddings))
+		for _, e := range []request.Endpoint{request.Chat, request.Responses, request.Completions, request.Embeddings} {
+			r.Post(e.Path(), s.endpoint(e))
+		}
 		r.Get("/v1/models", s.models)
 	})
 	r.NotFound(serve.NotFound)
@@ -158,10 +161,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		st.active.Inc()
 		defer func() {
 			st.active.Dec()
-			fn := st.routingKey
-			if fn == "" {
-				fn = "none"
-			}
+			fn := functionLabel(st.routingKey)
 			code := strconv.Itoa(ww.code())
 			s.d.Metrics.HTTPRequests.WithLabelValues(r.Method, route, code, fn).Inc()
 			s.d.Metrics.HTTPDuration.WithLabelValues(r.Method, route, code, fn).Observe(s.d.Clock.Since(start).Seconds())
@@ -184,9 +184,11 @@ func (s *Server) setRoutingKey(st *reqState, rk string) {
 }
 
 // rejectClientPriority answers 400 to a request carrying x-priority, in any
-// letter case and even when empty (gateway.md §0.1, §8): the header is the
-// hub's trusted priority, which only the gateway may set. It runs after auth,
-// as in the reference, and before anything reads the body.
+// letter case and even when empty: the header is the hub's trusted
+// priority, which only the gateway may set, and a silently dropped value
+// would hide that from the client. It runs after auth, as upstream
+// Stargate's gateway does (a caller without a valid key always gets 401),
+// and before anything reads the body.
 func rejectClientPriority(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for k := range r.Header {

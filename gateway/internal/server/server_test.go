@@ -21,7 +21,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// expirable.NewLRU starts a reaper that never exits (tooling.md §2).
+	// expirable.NewLRU starts a reaper goroutine that never exits (the
+	// library has no Close).
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/hashicorp/golang-lru/v2/expirable.NewLRU[...].func1"),
 		// memberlist's Shutdown does not wait for a probe already waiting on
 		// its ack timeout; that goroutine ends by itself.
@@ -102,7 +103,7 @@ func TestResponsesNonStream(t *testing.T) {
 
 // TestStreamFlushesPerEvent: the first event reaches the client while the
 // hub still holds the rest, and the last cluster is stored before the
-// stream ends (gateway.md §7.6 step 3).
+// stream ends (docs/design/sessions.md#last-cluster-tracking).
 func TestStreamFlushesPerEvent(t *testing.T) {
 	store := &notifyStore{LRU: lastcluster.NewLRU(100, time.Minute), set: make(chan struct{})}
 	h := newHarness(t, opts{store: store})

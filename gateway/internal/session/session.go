@@ -9,8 +9,9 @@ import (
 	"unicode/utf8"
 )
 
-// Source says where a session id came from; the values are the reference's
-// SessionSource labels.
+// Source says where a session id came from. The values are the source
+// labels of upstream Stargate's gateway; the middle part of an affinity
+// key is "session" or "payload", not the source.
 type Source string
 
 // The session sources, in no particular order; precedence is Derive's.
@@ -23,13 +24,14 @@ const (
 )
 
 // Eligible reports whether last-cluster tracking may use the source
-// (gateway.md §7.3): only client-chosen ids, never the payload hash, which
-// changes every turn.
+// (docs/design/sessions.md#last-cluster-tracking): only client-chosen ids,
+// never the payload hash, which changes every turn as the history grows.
 func (s Source) Eligible() bool {
 	return s == SourcePromptCacheKey || s == SourceConversationID || s == SourceHeader
 }
 
-// MaxIDLen caps a session id in bytes (gateway.md §2.2).
+// MaxIDLen caps a session id in bytes
+// (docs/design/sessions.md#validation).
 const MaxIDLen = 256
 
 // Errors returned (wrapped) by Validate.
@@ -40,9 +42,10 @@ var (
 	ErrInvalidUTF8 = errors.New("must be valid UTF-8")
 )
 
-// Validate applies gateway.md §2.2: non-empty, at most MaxIDLen bytes, no
-// rune below 0x20 and no 0x7F. Non-ASCII UTF-8 is allowed; invalid UTF-8
-// is not, because the id is echoed in a response header.
+// Validate checks a session id (docs/design/sessions.md#validation):
+// non-empty, at most MaxIDLen bytes, no byte below 0x20 and no 0x7F.
+// Non-ASCII UTF-8 is allowed; invalid UTF-8 is not, because the id is
+// echoed in a response header.
 func Validate(id string) error {
 	switch {
 	case id == "":
@@ -63,7 +66,8 @@ func Validate(id string) error {
 // Session is a derived session.
 type Session struct {
 	// ID is echoed to the client as x-multi-turn-session-id: the raw
-	// client id, or the affinity key for payload sessions (§2.4).
+	// client id, or the affinity key for payload sessions, so a client can
+	// send it back to continue the session.
 	ID string
 	// Source is where ID came from.
 	Source Source
@@ -87,7 +91,7 @@ type Inputs struct {
 }
 
 // Error is a 400-worthy validation failure; Message is the client-facing
-// text of gateway.md §2.2.
+// text, naming the source (docs/design/sessions.md#validation).
 type Error struct {
 	Param   string
 	Message string
@@ -100,9 +104,10 @@ func (e *Error) Error() string { return e.Message }
 func (e *Error) Unwrap() error { return e.Err }
 
 // Derive applies the precedence prompt_cache_key > conversation id >
-// x-multi-turn-session-id > payload hash (gateway.md §2.1). The header is
-// trimmed and validated first, even when a body source wins (§2.2, §8);
-// body values are not trimmed.
+// x-multi-turn-session-id > payload hash
+// (docs/design/sessions.md#session-sources). The header is trimmed and
+// validated first, even when a body source wins, so a bad header fails
+// whatever else the request carries; body values are not trimmed.
 func Derive(in Inputs) (Session, error) {
 	var header string
 	if in.HeaderSet {
@@ -146,8 +151,8 @@ func Hashed(kind, v string) string {
 
 // IsAffinityKey reports whether s already is an affinity key: exactly four
 // colon-separated parts mt, v1, any middle, and 64 hex digits in either
-// case (gateway.md §2.3). Such header values are sent verbatim so a client
-// echoing a returned session id keeps its key.
+// case (docs/design/sessions.md#affinity-key). Such header values are sent
+// verbatim so a client echoing a returned session id keeps its key.
 func IsAffinityKey(s string) bool {
 	parts := strings.Split(s, ":")
 	if len(parts) != 4 || parts[0] != "mt" || parts[1] != "v1" || len(parts[3]) != 64 {

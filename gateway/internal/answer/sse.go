@@ -1,4 +1,4 @@
-package relay
+package answer
 
 import (
 	"bufio"
@@ -8,8 +8,9 @@ import (
 )
 
 // MaxEventBytes caps one SSE event; the hub is trusted, but a runaway
-// event must not take the gateway's memory with it. The reference caps
-// lines at 4 MiB (gateway.md §1.3); a tool-call chunk fits well below this.
+// event must not take the gateway's memory with it. Upstream Stargate's
+// gateway caps a line at 4 MiB; 16 MiB leaves a large tool-call chunk
+// room to spare.
 const MaxEventBytes = 16 << 20
 
 // ErrEventTooLarge is returned for an event over MaxEventBytes.
@@ -30,18 +31,20 @@ type Event struct {
 // Done reports whether the event is the [DONE] sentinel.
 func (e *Event) Done() bool { return bytes.Equal(e.Data, []byte("[DONE]")) }
 
-// Reader splits an SSE body into events.
-type Reader struct {
+// EventReader splits an SSE body into events.
+type EventReader struct {
 	br *bufio.Reader
 }
 
-// NewReader reads events from r.
-func NewReader(r io.Reader) *Reader { return &Reader{br: bufio.NewReaderSize(r, 32<<10)} }
+// NewEventReader reads events from r.
+func NewEventReader(r io.Reader) *EventReader {
+	return &EventReader{br: bufio.NewReaderSize(r, 32<<10)}
+}
 
 // Next returns the next event. At the end of the body it returns io.EOF;
 // a final event without its blank line is still returned first. Comment
 // lines are kept in Raw (relayed) but carry no data.
-func (r *Reader) Next() (*Event, error) {
+func (r *EventReader) Next() (*Event, error) {
 	ev := &Event{}
 	var data [][]byte
 	for {

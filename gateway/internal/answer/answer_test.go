@@ -1,4 +1,4 @@
-package relay
+package answer
 
 import (
 	"bytes"
@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-func TestReader(t *testing.T) {
+func TestEventReader(t *testing.T) {
 	in := ": comment\n\nevent: x\ndata: {\"a\":1}\ndata: {\"b\":2}\n\n\ndata:[DONE]\n\ndata: tail"
-	rd := NewReader(strings.NewReader(in))
+	rd := NewEventReader(strings.NewReader(in))
 	var got []string
 	for {
 		ev, err := rd.Next()
@@ -83,14 +83,14 @@ func TestInspect(t *testing.T) {
 	}
 }
 
-// FuzzReader: the SSE reader never panics, always ends, and relays every
+// FuzzEventReader: the SSE reader never panics, always ends, and relays every
 // byte it consumed.
-func FuzzReader(f *testing.F) {
+func FuzzEventReader(f *testing.F) {
 	f.Add([]byte("data: x\n\n"))
 	f.Add([]byte("event: e\r\ndata: {}\r\n\r\n: c\n\ndata: [DONE]\n\n"))
 	f.Add([]byte("\n\n\ndata"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		rd := NewReader(bytes.NewReader(in))
+		rd := NewEventReader(bytes.NewReader(in))
 		var relayed []byte
 		for range len(in) + 2 {
 			ev, err := rd.Next()

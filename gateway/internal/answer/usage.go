@@ -1,4 +1,4 @@
-package relay
+package answer
 
 import (
 	"encoding/json"
@@ -94,7 +94,7 @@ func BodyUsage(body []byte) (Usage, bool) {
 	return ParseUsage(env.Usage)
 }
 
-// EventInfo is what the relay learns from one streamed event.
+// EventInfo is what one streamed event tells the gateway.
 type EventInfo struct {
 	// Usage is set when the event carried usage (chat's final chunk, the
 	// Responses terminal event).
@@ -105,7 +105,8 @@ type EventInfo struct {
 	// Terminal is true for response.completed / failed / incomplete.
 	Terminal bool
 	// UsageOnly is true for chat's final usage chunk (usage, no choices),
-	// which a relay drops when it asked for usage on the client's behalf.
+	// which the gateway drops when it asked for usage on the client's
+	// behalf.
 	UsageOnly bool
 }
 

@@ -1,0 +1,141 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stargate-router/stargate/gateway/internal/config"
+	"github.com/stargate-router/stargate/gateway/internal/hubclient"
+	"github.com/stargate-router/stargate/gateway/internal/lastcluster"
+	"github.com/stargate-router/stargate/gateway/internal/metrics"
+	"github.com/stargate-router/stargate/gateway/internal/olricnode"
+	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/obs"
+	"github.com/stargate-router/stargate/pkg/openai"
+	"github.com/stargate-router/stargate/pkg/serve"
+)
+
+// ServiceName is the gateway's OpenTelemetry service name (the
+// service.name of its exported spans).
+const ServiceName = "stargate-gateway"
+
+// Gateway is a gateway whose listeners are open; Run serves on them.
+type Gateway struct {
+	cfg *config.Config
+	log *slog.Logger
+	reg *prometheus.Registry
+	m   *metrics.Metrics
+	clk clock.Clock
+	hub *hubclient.Client
+
+	apiLn, metricsLn net.Listener
+	ready            serve.Readiness
+	// api is the API handler, nil until the stores are up.
+	api atomic.Pointer[http.Handler]
+}
+
+// parts are what start brings up and Run takes down. Either may be nil:
+// no Olric node, or startup failed before the tracker existed.
+type parts struct {
+	node    *olricnode.Node
+	tracker *lastcluster.Tracker
+}
+
+// New registers the metrics and opens both listeners, so a bad address
+// fails before anything starts.
+func New(cfg *config.Config, log *slog.Logger, version string) (*Gateway, error) {
+	reg := obs.NewRegistry()
+	obs.BuildInfo(reg, "gateway", version)
+	g := &Gateway{cfg: cfg, log: log, reg: reg, m: metrics.New(reg), clk: clock.Real{}}
+	var err error
+	if g.apiLn, err = serve.Listen("listen", cfg.Listen); err != nil {
+		return nil, err
+	}
+	if g.metricsLn, err = serve.Listen("metrics-listen", cfg.MetricsListen); err != nil {
+		_ = g.apiLn.Close()
+		return nil, err
+	}
+	g.hub = hubclient.New(cfg.HubURL, cfg.HubConnectTimeout, cfg.HubTokenFile)
+	return g, nil
+}
+
+// Run serves until ctx ends, then drains: HTTP, then in-flight
+// last-cluster writes (bounded by their write timeout), then the Olric
+// leave. The stores start in the background so a slow Olric join cannot
+// fail the liveness probe. An error (already logged) means startup or
+// serving failed.
+func (g *Gateway) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		p        = &parts{}
+		startErr error
+		wg       sync.WaitGroup
+	)
+	wg.Go(func() {
+		if startErr = g.start(ctx, p); startErr != nil {
+			g.log.Error("startup failed", "err", startErr)
+			cancel()
+			return
+		}
+		g.ready.Set(true)
+		cfg := g.cfg
+		g.log.Info("ready", "olric", cfg.Olric.Enabled, "last_cluster", cfg.LastCluster.Enabled, "rate_limit", cfg.RateLimit.Enabled)
+		if p.node != nil {
+			wg.Go(func() { watchMembers(ctx, p.node, g.m) })
+		}
+	})
+	err := serve.Run(ctx, g.log, g.cfg.Drain, func() { g.ready.Set(false) },
+		serve.Server{Name: "api", Listener: g.apiLn, Handler: g.apiMux()},
+		serve.Server{Name: "metrics", Listener: g.metricsLn, Handler: g.metricsMux()})
+	cancel()
+	wg.Wait()
+	g.stop(p)
+	if err != nil {
+		g.log.Error("serve failed", "err", err)
+		return fmt.Errorf("serving: %w", err)
+	}
+	return startErr
+}
+
+// apiMux answers the probes at once and the API with 503 "starting" until
+// start installed the handler.
+func (g *Gateway) apiMux() http.Handler {
+	mux := http.NewServeMux()
+	serve.Probes(mux, &g.ready)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if h := g.api.Load(); h != nil {
+			(*h).ServeHTTP(w, r)
+			return
+		}
+		openai.WriteError(w, openai.Unavailable("starting", "the gateway is starting"))
+	})
+	return mux
+}
+
+func (g *Gateway) metricsMux() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", obs.MetricsHandler(g.reg))
+	return mux
+}
+
+// stop closes idle hub connections, waits for in-flight last-cluster
+// writes up to their write timeout, and leaves the Olric cluster.
+func (g *Gateway) stop(p *parts) {
+	g.hub.CloseIdle()
+	sctx, scancel := context.WithTimeout(context.Background(), g.cfg.LastCluster.WriteTimeout)
+	p.tracker.Wait(sctx)
+	scancel()
+	if p.node != nil {
+		if err := p.node.Shutdown(context.Background()); err != nil {
+			g.log.Warn("olric leave", "err", err)
+		}
+	}
+}

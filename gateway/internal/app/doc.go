@@ -1,0 +1,9 @@
+// Package app brings the gateway up and down around its parts. New opens
+// the listeners and the metrics registry; Run answers probes at once and
+// the API with 503 until the embedded Olric node (when enabled) has
+// started and joined, then wires the stores, the rate limiter, the
+// last-cluster tracker and the hub client into the HTTP server. When its
+// context ends Run drains in order: HTTP first, then in-flight
+// last-cluster writes (bounded), then a graceful Olric leave. main owns
+// the configuration, the logger and the span export around it.
+package app

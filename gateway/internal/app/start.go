@@ -1,0 +1,105 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel"
+
+	"github.com/stargate-router/stargate/gateway/internal/lastcluster"
+	"github.com/stargate-router/stargate/gateway/internal/metrics"
+	"github.com/stargate-router/stargate/gateway/internal/olricnode"
+	"github.com/stargate-router/stargate/gateway/internal/ratelimit"
+	"github.com/stargate-router/stargate/gateway/internal/server"
+)
+
+// start brings up the stores (the Olric node and its DMaps, or the
+// in-process ones), builds the API handler over them and installs it. p
+// gets whatever started, also on error, so Run can take it down.
+func (g *Gateway) start(ctx context.Context, p *parts) error {
+	store, counter, err := g.openStores(ctx, p)
+	if err != nil {
+		return err
+	}
+	lc := g.cfg.LastCluster
+	// The global provider: the OTLP exporter main installed with
+	// --otel-endpoint, otherwise a no-op.
+	tp := otel.GetTracerProvider()
+	p.tracker = lastcluster.New(lastcluster.Config{Enabled: lc.Enabled && store != nil, TTL: lc.TTL,
+		LookupTimeout: lc.LookupTimeout, WriteTimeout: lc.WriteTimeout}, store, g.m, tp, g.log, g.clk)
+	var limiter *ratelimit.Limiter
+	if g.cfg.RateLimit.Enabled {
+		limiter = ratelimit.New(counter, ratelimit.Config{FailOpen: g.cfg.RateLimit.FailOpen, StoreTimeout: g.cfg.RateLimit.StoreTimeout}, g.clk, g.m, g.log)
+	}
+	cfg := g.cfg
+	var h http.Handler = server.New(server.Deps{
+		Hub: g.hub, Tracker: p.tracker, Limiter: limiter, Metrics: g.m, Log: g.log, Clock: g.clk,
+		Keys: cfg.APIKeys, Models: cfg.Models, MaxBodyBytes: cfg.MaxBodyBytes, RoutingKeyPrefix: cfg.RoutingKeyPrefix,
+		ModelURIAllowlist: cfg.ModelURIAllowlist,
+		HubRequestTimeout: cfg.HubRequestTimeout, DefaultMaxOutputTokens: cfg.RateLimit.DefaultMaxOutputTokens,
+		TracerProvider: tp,
+	})
+	g.api.Store(&h)
+	return nil
+}
+
+// openStores returns the last-cluster store and the rate-limit counter:
+// DMaps on the embedded Olric node when it is enabled (shared by every
+// replica), otherwise an in-process LRU (only when last-cluster tracking
+// is on; nil otherwise) and an in-process counter, per replica.
+func (g *Gateway) openStores(ctx context.Context, p *parts) (lastcluster.Store, ratelimit.Counter, error) {
+	if !g.cfg.Olric.Enabled {
+		var store lastcluster.Store
+		if lc := g.cfg.LastCluster; lc.Enabled {
+			store = lastcluster.NewLRU(lc.LocalMaxEntries, lc.TTL)
+		}
+		return store, ratelimit.NewLocal(g.clk), nil
+	}
+	o := g.cfg.Olric
+	n, err := olricnode.Start(ctx, o.Config, g.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.node = n
+	if err := g.reg.Register(olricnode.NewCollector(n)); err != nil {
+		return nil, nil, fmt.Errorf("registering the olric collector: %w", err)
+	}
+	// The last-cluster store takes the embedded client (its Put with
+	// expiry is one write wherever it runs); the counters take the
+	// cluster client, whose Incr runs on the key's owner.
+	lc, err := n.Embedded().NewDMap(o.LastClusterDMap)
+	if err != nil {
+		return nil, nil, fmt.Errorf("olric dmap %s: %w", o.LastClusterDMap, err)
+	}
+	rl, err := n.Cluster().NewDMap(o.RateLimitDMap)
+	if err != nil {
+		return nil, nil, fmt.Errorf("olric dmap %s: %w", o.RateLimitDMap, err)
+	}
+	return lastcluster.Olric{DM: lc}, ratelimit.Olric{DM: rl}, nil
+}
+
+// watchMembers keeps the Olric member gauge current and, when membership
+// changes, refreshes the cluster client's partition owners at once rather
+// than at its next periodic fetch: until then rate-limit adds may run on a
+// former owner, where they are not atomic.
+func watchMembers(ctx context.Context, node *olricnode.Node, m *metrics.Metrics) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := -1
+	for {
+		if n, err := node.Members(ctx); err == nil {
+			m.OlricMembers.Set(float64(n))
+			if last >= 0 && n != last {
+				_ = node.RefreshRouting(ctx)
+			}
+			last = n
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,322 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/stargate-router/stargate/gateway/internal/answer"
+	"github.com/stargate-router/stargate/gateway/internal/config"
+	"github.com/stargate-router/stargate/gateway/internal/lastcluster"
+	"github.com/stargate-router/stargate/gateway/internal/ratelimit"
+	"github.com/stargate-router/stargate/gateway/internal/request"
+	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/openai"
+)
+
+// propagator carries W3C trace context and baggage from the client to the
+// hub; it is the only client-supplied header family forwarded.
+var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// exchange is one POST API request on its way through the gateway: what
+// the steps of endpoint share, from the parsed body to the settlement.
+type exchange struct {
+	s     *Server
+	w     http.ResponseWriter
+	r     *http.Request
+	e     request.Endpoint
+	st    *reqState
+	start time.Time
+
+	p     *Prepared
+	model config.ModelConfig
+	// fn is the function_id metric label: the routing key, or "none".
+	fn     string
+	target lastcluster.Target
+
+	res *ratelimit.Reservation
+	// used is what the reservation settles at: the input estimate until
+	// the hub answers, 0 when it refused, the reported total once usage
+	// arrived.
+	used int64
+	span trace.Span
+}
+
+// endpoint serves one POST API: parse the body, admit the request, call
+// the hub with the session's last cluster as a hint, and write the answer
+// the client asked for. Each step answers the client itself when it ends
+// the request.
+func (s *Server) endpoint(e request.Endpoint) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		x := exchange{s: s, w: w, r: r, e: e, st: state(r.Context()), start: s.d.Clock.Now()}
+		if !x.parse() || !x.allowlisted() || !x.admit() {
+			return
+		}
+		defer x.settle()
+		ctx := x.startSpan()
+		defer x.endSpan()
+		x.p.Out.LastCluster = s.d.Tracker.Lookup(ctx, x.target)
+		ctx, cancel := x.hubDeadline(ctx)
+		defer cancel()
+		resp, ok := x.callHub(ctx)
+		if !ok {
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		x.respond(ctx, resp)
+	}
+}
+
+// parse reads the body and prepares the hub request; false means the
+// client has its 4xx.
+func (x *exchange) parse() bool {
+	d := &x.s.d
+	if !isJSONContentType(x.r.Header.Get("Content-Type")) {
+		openai.WriteError(x.w, &openai.Error{Status: http.StatusUnsupportedMediaType, Type: openai.TypeInvalidRequest,
+			Code: "unsupported_media_type", Message: "Content-Type must be application/json"})
+		return false
+	}
+	body, oe := openai.ReadBody(x.w, x.r, d.MaxBodyBytes)
+	if oe != nil {
+		openai.WriteError(x.w, oe)
+		return false
+	}
+	p, oe := Prepare(x.e, body, x.r.Header, x.st.requestID, d.RoutingKeyPrefix, d.Models, d.DefaultMaxOutputTokens, d.Limiter != nil)
+	if oe != nil {
+		openai.WriteError(x.w, oe)
+		return false
+	}
+	x.s.setRoutingKey(x.st, p.RoutingKey)
+	x.p, x.model, x.fn = p, d.Models.For(p.Model), functionLabel(p.RoutingKey)
+	x.target = lastcluster.Target{RoutingKey: p.RoutingKey, Model: p.Model, Session: p.Session, RequestID: x.st.requestID}
+	return true
+}
+
+// isJSONContentType accepts JSON media types and an absent Content-Type
+// (many clients post JSON without one); anything else is refused with 415
+// rather than failing later as a misleading 400.
+func isJSONContentType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || mt == "text/json")
+}
+
+// functionLabel is the function_id label of a routing key: "none" when
+// there is none, so the series stays bounded and findable.
+func functionLabel(routingKey string) string {
+	if routingKey == "" {
+		return "none"
+	}
+	return routingKey
+}
+
+// allowlisted applies the model URI allowlist (docs/gateway.md#model-config):
+// a model whose config lists uris may be called only on those paths.
+// Responses always refuse a miss; the other endpoints refuse it only with
+// --model-uri-allowlist-enabled and otherwise log it. Every miss is
+// counted. False means the client has its 400.
+func (x *exchange) allowlisted() bool {
+	path := x.e.Path()
+	if x.model.AllowsPath(path) {
+		return true
+	}
+	x.s.d.Metrics.AllowlistMisses.WithLabelValues(x.e.String()).Inc()
+	if x.e == request.Responses || x.s.d.ModelURIAllowlist {
+		openai.WriteError(x.w, openai.BadRequest("model", "model_not_supported", "model %q does not support %s", x.p.Model, path))
+		return false
+	}
+	x.s.d.Log.Info("model called outside its uris", "request_id", x.st.requestID, "model", x.p.Model, "path", path, "mode", "log")
+	return true
+}
+
+// admit reserves the request's tokens (input estimate plus output
+// maximum) with the rate limiter and sets the x-ratelimit-* headers;
+// false means the client has its 429, or its 503 when the limiter's store
+// failed under fail-closed. Without a limiter every request is admitted.
+func (x *exchange) admit() bool {
+	x.used = x.p.Input
+	lim := x.s.d.Limiter
+	if lim == nil {
+		return true
+	}
+	limits := ratelimit.Limits{RequestsPerMinute: x.model.RequestsPerMinute, TokensPerMinute: x.model.TokensPerMinute}
+	res, dec := lim.Reserve(x.r.Context(), x.st.principal, x.p.Model, limits, x.p.Input+x.p.MaxOutput)
+	setRateLimitHeaders(x.w.Header(), dec)
+	if dec.Err != nil {
+		openai.WriteError(x.w, openai.Unavailable("rate_limit_unavailable", "rate limiting is unavailable; retry later"))
+		return false
+	}
+	if !dec.Allowed {
+		openai.WriteError(x.w, openai.RateLimited("rate_limit_exceeded", "rate limit exceeded for this API key and model", retryAfterSeconds(dec.RetryAfter)))
+		return false
+	}
+	x.res = res
+	return true
+}
+
+// settle replaces the reservation by what the request used, exactly once
+// whatever happened after admission (a nil reservation is a no-op).
+func (x *exchange) settle() { x.res.Settle(x.r.Context(), x.used) }
+
+// startSpan starts the request's server span as a child of the client's
+// trace context (W3C traceparent/tracestate and baggage), which also
+// continues to the hub. The attributes are listed in
+// docs/gateway.md#tracing.
+func (x *exchange) startSpan() context.Context {
+	path := x.e.Path()
+	ctx := propagator.Extract(x.r.Context(), propagation.HeaderCarrier(x.r.Header))
+	ctx, x.span = x.s.tracer.Start(ctx, x.r.Method+" "+path, trace.WithSpanKind(trace.SpanKindServer))
+	if x.span.IsRecording() {
+		x.span.SetAttributes(attribute.String("http.request.method", x.r.Method), attribute.String("url.path", path),
+			attribute.String("http.request_id", x.st.requestID), attribute.String("gateway.routing_key", x.p.RoutingKey))
+		if x.p.RoutingKey != "" {
+			x.span.SetAttributes(attribute.String("stargate.routing_key", x.p.RoutingKey))
+		}
+	}
+	return ctx
+}
+
+// endSpan records the status the client got and ends the server span.
+func (x *exchange) endSpan() {
+	if sw, ok := x.w.(*statusWriter); ok && x.span.IsRecording() {
+		code := sw.code()
+		x.span.SetAttributes(attribute.Int("http.response.status_code", code))
+		if code >= 400 {
+			x.span.SetStatus(codes.Error, http.StatusText(code))
+		}
+	}
+	x.span.End()
+}
+
+// hubDeadline bounds a non-streaming exchange with --hub-request-timeout;
+// a stream is never cut by it, since a long generation is not a failure.
+func (x *exchange) hubDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if x.p.Req.Stream || x.s.d.HubRequestTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, x.s.d.HubRequestTimeout)
+}
+
+// callHub sends the prepared request to the hub and counts the upstream
+// exchange; ok is false when there is no hub answer to write (the client
+// has its error, or has gone).
+func (x *exchange) callHub(ctx context.Context) (*http.Response, bool) {
+	hreq, err := x.s.d.Hub.NewRequest(ctx, http.MethodPost, x.e.Path(), x.p.Out.Header(), x.p.Body)
+	if err != nil {
+		x.s.d.Log.Error("building hub request", "request_id", x.st.requestID, "err", err)
+		openai.WriteError(x.w, openai.Internal("gateway cannot reach the hub"))
+		return nil, false
+	}
+	propagator.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
+	resp, err := x.s.d.Hub.Do(hreq)
+	if err != nil {
+		x.upstreamMetric("error", "error")
+		x.hubFailed(err)
+		return nil, false
+	}
+	result := "success"
+	if resp.StatusCode >= 400 {
+		result = "error"
+	}
+	x.upstreamMetric(result, strconv.Itoa(resp.StatusCode))
+	return resp, true
+}
+
+// hubFailed answers a transport failure: 504 when the hub deadline
+// passed, 502 otherwise, and nothing when the client went away (nobody is
+// left to answer).
+func (x *exchange) hubFailed(err error) {
+	if x.r.Context().Err() != nil {
+		return
+	}
+	x.s.d.Log.Warn("hub request failed", "request_id", x.st.requestID, "err", err)
+	if errors.Is(err, context.DeadlineExceeded) {
+		openai.WriteError(x.w, &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: "upstream_timeout", Message: "the hub did not answer in time"})
+		return
+	}
+	openai.WriteError(x.w, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: "upstream_unavailable", Message: "the hub is unreachable"})
+}
+
+func (x *exchange) upstreamMetric(result, status string) {
+	m := x.s.d.Metrics
+	m.UpstreamRequests.WithLabelValues("hub", result, status, x.fn).Inc()
+	m.UpstreamDuration.WithLabelValues("hub", result, status, x.fn).Observe(x.s.d.Clock.Since(x.start).Seconds())
+}
+
+// respond writes the hub's answer. The session id is echoed so the client
+// can send it back. A non-2xx passes through and consumes no tokens. A 2xx
+// first records the serving cluster, then becomes what the client asked
+// for, and its usage is counted.
+func (x *exchange) respond(ctx context.Context, resp *http.Response) {
+	if x.p.Session.ID != "" {
+		x.w.Header().Set(headers.MultiTurnSessionID, x.p.Session.ID)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		x.used = 0
+		passHubError(x.w, resp)
+		return
+	}
+	x.rememberCluster(ctx, resp)
+	x.recordUsage(x.writeAnswer(resp))
+}
+
+// rememberCluster records the serving cluster as soon as the 2xx headers
+// arrive, before a byte is written: the session's cache is warm there even
+// if the stream fails later
+// (docs/design/sessions.md#last-cluster-tracking).
+func (x *exchange) rememberCluster(ctx context.Context, resp *http.Response) {
+	ids := resp.Header.Values(headers.StargateClusterID)
+	var id string
+	if len(ids) > 0 {
+		id = ids[0]
+	}
+	x.s.d.Tracker.Remember(ctx, x.target, id, len(ids) > 0)
+}
+
+// writeAnswer turns a 2xx hub answer into what the client asked for and
+// returns the usage it carried, nil when none.
+func (x *exchange) writeAnswer(resp *http.Response) *answer.Usage {
+	upstreamJSON := !headers.IsStreamingContentType(resp.Header.Get("Content-Type"))
+	switch {
+	case upstreamJSON && !x.p.Req.Stream:
+		// Some engines ignore stream:true and answer JSON: pass it on.
+		return passJSON(x.w, resp)
+	case x.p.Req.Stream:
+		return x.streamEvents(resp)
+	case x.e == request.Chat:
+		return aggregateChat(x.w, resp, x.p.Req.Model)
+	case x.e == request.Responses:
+		return writeTerminalResponse(x.w, resp)
+	default:
+		return passJSON(x.w, resp)
+	}
+}
+
+// recordUsage counts the reported tokens, settles the reservation against
+// their total, and observes the provider times. Per-phase times exist only
+// when the backend reports them in its usage; total is always the
+// gateway's wall time of the exchange, one clock for every backend.
+func (x *exchange) recordUsage(u *answer.Usage) {
+	m, ep, stream := x.s.d.Metrics, x.e.String(), strconv.FormatBool(x.p.Req.Stream)
+	if u != nil {
+		x.used = u.Total
+		m.Tokens.WithLabelValues(ep, "prompt", stream, x.fn).Add(float64(u.Prompt))
+		m.Tokens.WithLabelValues(ep, "completion", stream, x.fn).Add(float64(u.Completion))
+		m.Tokens.WithLabelValues(ep, "total", stream, x.fn).Add(float64(u.Total))
+		m.Tokens.WithLabelValues(ep, "cached", stream, x.fn).Add(float64(u.Cached))
+		for _, ph := range u.Phases {
+			m.ProviderTime.WithLabelValues(ep, ph.Phase, stream, x.fn).Observe(ph.Seconds)
+		}
+	}
+	m.ProviderTime.WithLabelValues(ep, "total", stream, x.fn).Observe(x.s.d.Clock.Since(x.start).Seconds())
+}

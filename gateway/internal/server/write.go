@@ -1,0 +1,291 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/stargate-router/stargate/gateway/internal/answer"
+	"github.com/stargate-router/stargate/gateway/internal/request"
+	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/openai"
+)
+
+// maxUpstreamBody caps a non-streaming hub body the gateway buffers
+// (embeddings of 2048 inputs stay far below it).
+const maxUpstreamBody = 256 << 20
+
+var canonicalRequestID = http.CanonicalHeaderKey(headers.RequestID)
+
+// copyHeaders copies the hub's response headers a client may see: no
+// hop-by-hop, no Content-Length (the body may change), no hub-internal
+// x-stargate-* / x-inference-server-* headers, and not the hub's request
+// id (the gateway's own was set already).
+func copyHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		if k == "Content-Length" || headers.InternalResponse(k) || k == canonicalRequestID {
+			continue
+		}
+		dst[k] = append([]string(nil), vs...)
+	}
+	for _, k := range headers.HopByHop {
+		dst.Del(k)
+	}
+}
+
+// passHubError passes the hub's non-2xx status and body through, keeping
+// the OpenAI error shape (a non-JSON body is wrapped in it).
+func passHubError(w http.ResponseWriter, resp *http.Response) {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var probe struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &probe) == nil && len(probe.Error) > 0 && probe.Error[0] == '{' {
+		copyHeaders(w.Header(), resp.Header)
+		w.Header().Set("Content-Type", "application/json")
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			w.Header().Set("Retry-After", ra)
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(b)
+		return
+	}
+	msg := string(bytes.TrimSpace(b))
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	typ := openai.TypeServer
+	if resp.StatusCode < 500 {
+		typ = openai.TypeInvalidRequest
+	}
+	openai.WriteError(w, &openai.Error{Status: resp.StatusCode, Type: typ, Code: "upstream_error", Message: msg})
+}
+
+// streamOutcome is how a client's stream ended, the status label of the
+// stream duration metric.
+type streamOutcome uint8
+
+const (
+	// streamCompleted: the hub's stream ended normally.
+	streamCompleted streamOutcome = iota
+	// streamCanceled: the client went away.
+	streamCanceled
+	// streamFailed: the hub's stream broke.
+	streamFailed
+)
+
+// String returns the metric label.
+func (o streamOutcome) String() string {
+	switch o {
+	case streamCanceled:
+		return "canceled"
+	case streamFailed:
+		return "error"
+	default:
+		return "completed"
+	}
+}
+
+// streamEvents forwards the hub's SSE to a streaming client event by
+// event, flushing each, and returns the last usage seen. Events go byte
+// for byte except that an eventFilter may drop or re-encode one.
+func (x *exchange) streamEvents(resp *http.Response) *answer.Usage {
+	copyHeaders(x.w.Header(), resp.Header)
+	x.w.Header().Set("Cache-Control", "no-cache")
+	if x.w.Header().Get("Content-Type") == "" {
+		x.w.Header().Set("Content-Type", "text/event-stream")
+	}
+	x.w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(x.w)
+	_ = rc.Flush()
+	f := eventFilter{x: x, dropUsage: x.p.DropUsageChunk, model: x.chunkModel()}
+	outcome := streamCompleted
+	defer func() {
+		x.s.d.Metrics.StreamDuration.WithLabelValues(x.e.String(), outcome.String(), x.fn).Observe(x.s.d.Clock.Since(x.start).Seconds())
+	}()
+	rd := answer.NewEventReader(resp.Body)
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			outcome = x.streamEnd(err)
+			return f.usage
+		}
+		if !f.pass(ev) {
+			continue
+		}
+		if _, err := x.w.Write(ev.Raw); err != nil {
+			outcome = streamCanceled
+			return f.usage
+		}
+		if err := rc.Flush(); err != nil {
+			outcome = streamCanceled
+			return f.usage
+		}
+	}
+}
+
+// chunkModel is the model streamed chat and completions chunks must carry
+// when it differs from the hub's: the client's original
+// "<routing-key>/<model>", so the client sees the model it asked for. ""
+// means chunks keep theirs.
+func (x *exchange) chunkModel() string {
+	if x.p.Model != x.p.Req.Model && (x.e == request.Chat || x.e == request.Completions) {
+		return x.p.Req.Model
+	}
+	return ""
+}
+
+// streamEnd is the outcome of a stream whose reader returned err.
+func (x *exchange) streamEnd(err error) streamOutcome {
+	switch {
+	case errors.Is(err, io.EOF):
+		return streamCompleted
+	case x.r.Context().Err() != nil:
+		return streamCanceled
+	default:
+		return streamFailed
+	}
+}
+
+// eventFilter looks at each streamed event on its way to the client: it
+// keeps the usage, observes the first token, drops the usage-only chunk
+// the gateway asked for on the client's behalf, and rewrites the model of
+// chunks when model is set.
+type eventFilter struct {
+	x         *exchange
+	dropUsage bool
+	model     string
+	usage     *answer.Usage
+	sawOutput bool
+}
+
+// pass reports whether ev goes to the client; ev.Raw may be replaced.
+func (f *eventFilter) pass(ev *answer.Event) bool {
+	if ev.Done() || len(ev.Data) == 0 {
+		return true
+	}
+	info := answer.Inspect(ev.Data)
+	if info.Usage != nil {
+		f.usage = info.Usage
+	}
+	if !f.sawOutput && info.Output {
+		f.sawOutput = true
+		x := f.x
+		x.s.d.Metrics.FirstToken.WithLabelValues(x.e.String(), x.fn).Observe(x.s.d.Clock.Since(x.start).Seconds())
+	}
+	if f.dropUsage && info.UsageOnly {
+		return false
+	}
+	if f.model != "" {
+		if b, ok := answer.WithModel(ev.Data, f.model); ok {
+			ev.Raw = b
+		}
+	}
+	return true
+}
+
+// aggregateChat serves a non-streaming chat client from the upstream
+// stream: one chat.completion carrying the client's model string.
+func aggregateChat(w http.ResponseWriter, resp *http.Response, clientModel string) *answer.Usage {
+	var agg answer.ChatAggregator
+	rd := answer.NewEventReader(resp.Body)
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			writeBadGateway(w, "upstream stream failed")
+			return nil
+		}
+		if ev.Done() {
+			break
+		}
+		if len(ev.Data) == 0 {
+			continue
+		}
+		if err := agg.Add(ev.Data); err != nil {
+			writeBadGateway(w, "upstream stream is malformed")
+			return nil
+		}
+	}
+	out, err := agg.Result(clientModel, "chat.completion")
+	if err != nil {
+		writeBadGateway(w, err.Error())
+		return nil
+	}
+	copyHeaders(w.Header(), resp.Header)
+	writeJSON(w, out)
+	u, ok := answer.ParseUsage(agg.Usage())
+	if !ok {
+		return nil
+	}
+	return &u
+}
+
+// writeTerminalResponse serves a non-streaming Responses client: the
+// response object of the stream's terminal event (completed, failed or
+// incomplete), with 200 whichever it is, as upstream Stargate's gateway
+// does; the object's status tells the client.
+func writeTerminalResponse(w http.ResponseWriter, resp *http.Response) *answer.Usage {
+	rd := answer.NewEventReader(resp.Body)
+	var last json.RawMessage
+	for {
+		ev, err := rd.Next()
+		if errors.Is(err, io.EOF) || (err == nil && ev.Done()) {
+			break
+		}
+		if err != nil {
+			writeBadGateway(w, "upstream stream failed")
+			return nil
+		}
+		if obj, ok := answer.Terminal(ev.Data); ok {
+			last = obj
+		}
+	}
+	if last == nil {
+		writeBadGateway(w, answer.ErrNoTerminal.Error())
+		return nil
+	}
+	copyHeaders(w.Header(), resp.Header)
+	writeJSON(w, last)
+	var env struct {
+		Usage json.RawMessage `json:"usage"`
+	}
+	_ = json.Unmarshal(last, &env)
+	if u, ok := answer.ParseUsage(env.Usage); ok {
+		return &u
+	}
+	return nil
+}
+
+// passJSON passes a JSON body through unchanged.
+func passJSON(w http.ResponseWriter, resp *http.Response) *answer.Usage {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	if err != nil {
+		writeBadGateway(w, "reading the hub response failed")
+		return nil
+	}
+	copyHeaders(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(b) //nolint:gosec // G705: passing the hub's JSON on unchanged is this proxy's job; Content-Type is the hub's
+
+	if u, ok := answer.BodyUsage(b); ok {
+		return &u
+	}
+	return nil
+}
+
+func writeBadGateway(w http.ResponseWriter, msg string) {
+	openai.WriteError(w, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: "bad_upstream_response", Message: msg})
+}
+
+func writeJSON(w http.ResponseWriter, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Del("Cache-Control")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b) //nolint:gosec // G705: a JSON body built from the hub's answer, served as application/json
+	_, _ = w.Write([]byte("\n"))
+}
