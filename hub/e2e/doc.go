@@ -1,9 +1,12 @@
 // Package e2e holds the end-to-end acceptance tests of the hub, pylon and
-// mock engine (pylon.md §10.4, hub.md §3.3–§3.4). It decides nothing and
-// ships nothing: its tests build the three binaries once, run them as child
-// processes on free loopback ports and talk to them over HTTP only, so they
-// assert what a client, an operator reading GET /debug/state or a
-// Prometheus scrape would see, never internal state.
+// mock engine: registration, live load, both statistics sources,
+// queue-mismatch retries, KV reuse, staleness, failures (hub restart, pylon
+// killed, client gone), TLS and tokens, and session affinity, each seen
+// through the hub's request path (docs/design/hub-request.md#routing-pass).
+// It decides nothing and ships nothing: its tests build the three binaries
+// once, run them as child processes on free loopback ports and talk to them
+// over HTTP only, so they assert what a client, an operator reading
+// GET /debug/state or a Prometheus scrape would see, never internal state.
 //
 // Run them from hub/ with
 //

@@ -47,7 +47,7 @@ func TestE2E(t *testing.T) {
 
 // testBadRequests: a request without x-input-tokens is a 400 and a model
 // nobody serves is a 404 with x-stargate-error-code: no_eligible_candidates
-// (hub.md §3.2, §3.3 step D).
+// (docs/design/hub-request.md#status-codes).
 func testBadRequests(t *testing.T) {
 	e := newEnv(t)
 	m := e.mock("--ttft-ms", "1", "--token-delay-ms", "1")
@@ -573,7 +573,8 @@ func testPylonKilled(t *testing.T) {
 	h := e.hub()
 	// A valid input TPS from the start on both: a pylon still at 0 TPS
 	// scores as infinite and would get no traffic once the other learned
-	// its rate (pylon.md §9 trap 3). Admission is not under test here.
+	// its rate, so it would never learn its own. Admission is not under
+	// test here.
 	pflags := []string{"--initial-input-tps", "4000", "--pylon-queue-mismatch-retry-enabled=false"}
 	pa := e.pylon(h, ma, "pylon-a", pflags...)
 	pb := e.pylon(h, mb, "pylon-b", pflags...)

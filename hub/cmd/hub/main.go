@@ -2,6 +2,9 @@
 // register over a reverse HTTP/2 tunnel, and it routes OpenAI requests to
 // their clusters. Run it with --help for every flag, its environment variable
 // and its default; docs/hub.md describes the behaviour.
+//
+// main only parses and validates the configuration and sets up logging and
+// tracing; the app package wires and runs the hub.
 package main
 
 import (
@@ -13,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stargate-router/stargate/hub/internal/app"
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/obs"
 )
@@ -27,10 +31,10 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	cfg := defaultConfig()
+	cfg := app.DefaultConfig()
 	var logCfg obs.LogConfig
 	fs := cli.New("hub", "hub: routes OpenAI requests to clusters whose pylons registered over reverse tunnels.", stdout)
-	cfg.register(fs)
+	cfg.Register(fs)
 	logCfg.Register(fs, "HUB_")
 	if err := fs.Parse(args, getenv); err != nil {
 		if cli.IsHelp(err) {
@@ -44,11 +48,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "hub:", err)
 		return 2
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "hub: invalid configuration:", err)
 		return 2
 	}
-	shutdownTracing, err := obs.SetupTracing(ctx, cfg.tracing(version))
+	shutdownTracing, err := obs.SetupTracing(ctx, cfg.Tracing(version))
 	if err != nil {
 		fmt.Fprintln(stderr, "hub:", err)
 		return 2
@@ -61,12 +65,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			log.Warn("flushing traces", "err", err)
 		}
 	}()
-	a, err := newApp(cfg, log)
+	a, err := app.New(cfg, log, version)
 	if err != nil {
 		fmt.Fprintln(stderr, "hub:", err)
 		return 1
 	}
-	if err := a.run(ctx); err != nil {
+	if err := a.Run(ctx); err != nil {
 		log.Error("hub stopped with an error", "err", err)
 		return 1
 	}

@@ -11,8 +11,8 @@ import (
 // ComparatorTTFT, the default of every algorithm that takes a comparator.
 type Comparator uint8
 
-// The comparators of hub.md §4. Their names (String, ParseComparator) are the
-// lb-config.json contract.
+// The comparators (docs/design/algorithms.md#comparators). Their names
+// (String, ParseComparator) are the lb-config.json contract.
 const (
 	// ComparatorTTFT scores by TTFTMs: RTT + queue + prefill, always in full.
 	ComparatorTTFT Comparator = iota

@@ -1,9 +1,9 @@
 // Package lb decides which cluster of a routing snapshot serves a request.
 //
 // It holds the one seam every algorithm implements (Picker), the queue and
-// time-to-first-token estimates of hub.md §4 and the comparators built on
-// them. Each algorithm lives in its own subpackage (powerofn, …) as a small
-// type behind Picker.
+// time-to-first-token estimates every algorithm shares and the comparators
+// built on them (docs/design/algorithms.md#estimates). Each algorithm lives
+// in its own subpackage (powerofn, …) as a small type behind Picker.
 //
 // Everything here is pure: a decision is a function of the request, the
 // snapshot, the time passed in and the random source passed in. The package

@@ -7,9 +7,9 @@ import (
 	"github.com/stargate-router/stargate/pkg/protocol"
 )
 
-// The formulas below are hub.md §4, term for term. s is a cluster's stats
-// (reservations included), tok the request's x-input-tokens and p its
-// x-priority.
+// The formulas below are docs/design/algorithms.md#estimates, term for term.
+// s is a cluster's stats (reservations included), tok the request's
+// x-input-tokens and p its x-priority.
 
 // ValidTPS reports whether x is a usable throughput: positive and finite.
 func ValidTPS(x float64) bool { return x > 0 && !math.IsInf(x, 1) && !math.IsNaN(x) }
@@ -93,11 +93,11 @@ func QueueEstimate(s *protocol.ModelStats, p uint32) (ms uint64, ok bool) {
 	return QueueTimeDeltaMs(s.QueuedInputSize, s.LastMeanInputTPS)
 }
 
-// FreeSlot is the free-slot rule (hub.md §4 [L]): a cluster that reports
-// its engine concurrency and has fewer running requests than that (pending
-// reservations included) starts a new request at once, so its queue delay
-// is 0 whatever its queue fields say. An unknown concurrency (0) never
-// qualifies.
+// FreeSlot is the free-slot rule (docs/design/algorithms.md#free-slot-rule):
+// a cluster that reports its engine concurrency and has fewer running
+// requests than that (pending reservations included) starts a new request
+// at once, so its queue delay is 0 whatever its queue fields say. An unknown
+// concurrency (0) never qualifies.
 func FreeSlot(s *protocol.ModelStats) bool {
 	return s.MaxEngineConcurrency > 0 && s.NumRunningQueries < s.MaxEngineConcurrency
 }
@@ -165,9 +165,10 @@ func Utilization(s *protocol.ModelStats) float64 {
 	return float64(s.NumRunningQueries) / float64(max(s.MaxEngineConcurrency, 1))
 }
 
-// TotalCompare orders floats like Rust's f64::total_cmp, which the reference
-// uses for every score: -NaN < -Inf < … < -0 < +0 < … < +Inf < NaN. +Inf
-// therefore sorts after every finite score.
+// TotalCompare orders floats like Rust's f64::total_cmp, which upstream
+// Stargate uses for every score, so that both order ties and infinities
+// alike: -NaN < -Inf < … < -0 < +0 < … < +Inf < NaN. +Inf therefore sorts
+// after every finite score.
 func TotalCompare(a, b float64) int {
 	return compareUint64(totalKey(a), totalKey(b))
 }

@@ -10,8 +10,10 @@ import (
 // Picker is the one load-balancing seam: it chooses a cluster of snap for req.
 //
 // Pick must be pure. It may read only its arguments and the picker's own
-// state; it does no I/O, reads no clock (now is the time), draws randomness
-// only from rng (never the global source) and never blocks. It must never
+// state; it never writes req (a session classification it makes is
+// reported in the Decision, and the routing pass keeps it), does no I/O,
+// reads no clock (now is the time), draws randomness only from rng (never
+// the global source) and never blocks. It must never
 // choose a cluster listed in req.Excluded. It reports false when it has no
 // choice: a nil or empty snapshot, every cluster excluded, or nothing the
 // algorithm considers selectable. rng must not be nil; a *rand.Rand is not
@@ -22,8 +24,10 @@ type Picker interface {
 
 // NewDecision builds the decision for choosing snap.Clusters[i] at rankDepth,
 // filling in the cluster id and the queue estimate the proxy forwards as
-// x-stargate-expected-queue-ms (hub.md §3.4 step 4: computed from the snapshot,
-// before this request's own reservation).
+// x-stargate-expected-queue-ms. The estimate comes from the snapshot the
+// choice was made on, before this request's own reservation, so the pylon
+// compares its queue with what the hub saw when it chose
+// (docs/design/hub-request.md#one-attempt).
 func NewDecision(snap *routing.Snapshot, i, rankDepth int, req *routing.Request) routing.Decision {
 	c := &snap.Clusters[i]
 	ms, ok := ViewQueueEstimate(c, req.Priority)

@@ -14,8 +14,8 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/routing"
 )
 
-// The reference's defaults: 64 candidates, 1024 cycling affinity keys,
-// 10000 warm-up iterations, one routing key.
+// Upstream's lb-microbench defaults: 64 candidates, 1024 cycling affinity
+// keys, 10000 warm-up iterations, one routing key.
 const (
 	candidates = lbtest.Candidates
 	cacheKeys  = lbtest.Keys
@@ -23,7 +23,7 @@ const (
 	seed       = lbtest.Seed
 )
 
-// scenario is one row of the reference matrix.
+// scenario is one row of the benchmark matrix.
 type scenario struct {
 	name     string
 	settings map[string]any // the detailed lb-config entry
@@ -31,7 +31,7 @@ type scenario struct {
 	hint     bool           // a last-cluster hint that promotes (pulsar-wait-and-widen only)
 }
 
-// wnw is the reference's wait-and-widen tuning: one bucket (B = 10^6 ms),
+// wnw is upstream's wait-and-widen tuning: one bucket (B = 10^6 ms),
 // n = 2, max_queued = 64, seeded.
 func wnw(alg string, extra map[string]any) map[string]any {
 	m := map[string]any{"algorithm": alg, "seed": seed, "ttft_bucket_size_ms": 1000000, "n": 2, "max_queued": 64}
@@ -48,8 +48,9 @@ var (
 	pulsarCfg   = map[string]any{"algorithm": "pulsar", "seed": seed, "require_cache_affinity_key": true, "require_input_tokens": true}
 )
 
-// scenarios is hub.md §9.2's set, by the reference's names, plus
-// pulsar-wait-and-widen with and without a promoting last-cluster hint.
+// scenarios is upstream's set, by upstream's names (kept so that results
+// line up row by row), plus pulsar-wait-and-widen with and without a
+// promoting last-cluster hint.
 var scenarios = []scenario{
 	{name: "power-of-n", settings: map[string]any{"algorithm": "power-of-n"}},
 	{name: "power-of-n-sample-1", settings: map[string]any{"algorithm": "power-of-n", "sample_count": 1}},
@@ -97,8 +98,8 @@ func setup(tb testing.TB, sc scenario, model string) *lbconfig.Resolver {
 }
 
 // run is one scenario: iterations warm-up then measured choices, request i
-// shaped as the reference shapes it. It returns the summed rank depth and
-// the number of choices.
+// shaped as upstream's benchmark shapes it (lbtest.Request). It returns the
+// summed rank depth and the number of choices.
 type runner struct {
 	res      *lbconfig.Resolver
 	snap     *routing.Snapshot

@@ -6,7 +6,7 @@ import "strings"
 // override requested).
 type Algorithm uint8
 
-// The algorithms of hub.md §2.3, by canonical name.
+// The algorithms, by canonical name (docs/load-balancing.md#algorithm-names).
 const (
 	PowerOfN Algorithm = iota + 1
 	WaitAndWiden
@@ -35,9 +35,10 @@ var canonicalNames = [numAlgorithms + 1]string{
 }
 
 // fileNames are the names lb-config.json accepts, exactly as written: the
-// file is case-sensitive (hub.md §2.3, §11), so "Pulsar" is an error there.
-// The Rust reference keeps two copies of this list; one table here keeps the
-// bare-name and detailed-tag forms in sync by construction.
+// file is case-sensitive, as upstream Stargate's is, so "Pulsar" is an error
+// there (only the header is normalised). Upstream keeps two copies of this
+// list; one table here keeps the bare-name and detailed-tag forms in sync
+// by construction.
 var fileNames = map[string]Algorithm{
 	"power-of-n": PowerOfN, "power-of-two": PowerOfN, "powerOf2": PowerOfN, "powerOfN": PowerOfN,
 	"powerof2": PowerOfN, "powerofn": PowerOfN,
@@ -79,7 +80,8 @@ func ParseAlgorithm(name string) (Algorithm, bool) {
 
 // ParseMethod returns the algorithm an x-routing-method value (or the method
 // token of an expression) names: it trims spaces, lower-cases, turns '_'
-// into '-' and accepts a canonical name or an alias (hub.md §3.2 step 4).
+// into '-' and accepts a canonical name or an alias
+// (docs/design/hub-request.md#parse-order, step 4).
 // It does not allocate, because it runs on every request that sends the
 // header.
 func ParseMethod(v string) (Algorithm, bool) {
@@ -122,5 +124,7 @@ var allAlgorithms = setOf(algorithms[:]...)
 func (a Algorithm) usesWaitAndWiden() bool { return a == WaitAndWiden || a == PulsarWaitAndWiden }
 
 // usesPulsarRanking reports whether a ranks clusters by pulsar weights, which
-// makes admission look only at clusters with a valid weight (hub.md §5.10).
+// makes admission look only at clusters with a valid weight, the only ones
+// such an algorithm can choose
+// (docs/design/hub-request.md#input-work-admission).
 func (a Algorithm) usesPulsarRanking() bool { return a == Pulsar || a == PulsarWaitAndWiden }

@@ -39,13 +39,14 @@ func (e *ConfigError) Error() string {
 // Unwrap returns the underlying problem (often an *lb.FieldError).
 func (e *ConfigError) Unwrap() error { return e.Err }
 
-// set is one config set of hub.md §2.5: a configured definition and the
-// definitions a request may select instead.
+// set is one config set (the top level, or one models.<id> entry): a
+// configured definition and the definitions a request may select instead
+// (docs/load-balancing.md#which-definition-serves-a-request).
 type set struct {
 	configured *Definition
 	requested  [numAlgorithms + 1]*Definition
 	// model marks a models.<id> set, which falls back to the top-level
-	// request_algorithms (§2.6 step 5).
+	// request_algorithms (step 5 of the resolution order).
 	model bool
 }
 
@@ -72,11 +73,13 @@ func (c *Config) Summary() Summary {
 }
 
 // Definitions returns every definition of the config: the factory must
-// accept each of them at startup (hub.md §2.5).
+// accept each of them at startup, so a bad definition fails the hub's start
+// rather than the first request that selects it.
 func (c *Config) Definitions() []*Definition { return slices.Clone(c.defs) }
 
 // Resolve returns the definition that serves model when the request asks
-// for override (0: no override), following hub.md §2.6. It reports false
+// for override (0: no override), in the order of
+// docs/load-balancing.md#which-definition-serves-a-request. It reports false
 // when override is not available for model. It does not allocate.
 func (c *Config) Resolve(model string, override Algorithm) (*Definition, bool) {
 	s := &c.def
@@ -85,7 +88,8 @@ func (c *Config) Resolve(model string, override Algorithm) (*Definition, bool) {
 	}
 	// An override naming the configured algorithm uses the configured
 	// definition even when request_algorithms has a detailed entry of the
-	// same name: this check comes first (§2.6 step 3, §11).
+	// same name: this check comes first, as in upstream Stargate, so a
+	// header naming the model's own algorithm never switches its settings.
 	if override == 0 || override == s.configured.alg {
 		return s.configured, true
 	}
@@ -111,8 +115,8 @@ func (c *Config) add(d *Definition) *Definition {
 
 // Permissive returns the configuration of a hub started without
 // --lb-config-path: power-of-n by default, and every algorithm selectable
-// per request with default settings (hub.md §2.1). An empty file is not
-// this; see Parse.
+// per request with default settings (docs/load-balancing.md#loading). An
+// empty file is not this; see Parse.
 func Permissive() *Config {
 	c := &Config{models: map[string]*set{}}
 	c.def.configured = c.add(mustDefinition(PowerOfN))
@@ -213,7 +217,7 @@ func defaultName(raw json.RawMessage) (Algorithm, error) {
 
 // requestAlgorithms parses a request_algorithms map into dst. register is
 // false for a map nested inside a request_algorithms entry: it is parsed (so
-// a broken one still fails) and then discarded, as in the reference.
+// a broken one still fails) and then discarded, as upstream Stargate does.
 func (c *Config) requestAlgorithms(path string, raw json.RawMessage, dst *[numAlgorithms + 1]*Definition, register bool) error {
 	if isNull(raw) {
 		return nil
@@ -332,7 +336,7 @@ func parseEntry(path string, raw json.RawMessage) (*Definition, json.RawMessage,
 
 // decodeField decodes one field's JSON value into s. JSON null leaves the
 // field unset, except for comparator: a present comparator must be a
-// comparator (hub.md §2.4).
+// comparator (docs/load-balancing.md#fields-of-a-detailed-object).
 func decodeField(f *field, s *Settings, raw json.RawMessage) error {
 	null := isNull(raw)
 	if null && f.kind != kindComparator {

@@ -136,7 +136,8 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-// TestNormalisation covers the silent normalisation of hub.md §2.4.
+// TestNormalisation covers the values a file may give that the factory
+// normalises silently (docs/load-balancing.md#fields-of-a-detailed-object).
 func TestNormalisation(t *testing.T) {
 	t.Parallel()
 	c := mustParse(t, `{"models":{
@@ -212,7 +213,8 @@ func TestAliasesAndCase(t *testing.T) {
 	}
 }
 
-// TestPermissiveVsEmpty pins the trap of hub.md §11: no file offers every
+// TestPermissiveVsEmpty pins a trap of the file format
+// (docs/load-balancing.md#loading): no file offers every
 // algorithm, an empty file only power-of-n.
 func TestPermissiveVsEmpty(t *testing.T) {
 	t.Parallel()
@@ -239,7 +241,8 @@ func TestPermissiveVsEmpty(t *testing.T) {
 	}
 }
 
-// TestResolveOrder walks hub.md §2.6 step by step.
+// TestResolveOrder walks docs/load-balancing.md#which-definition-serves-a-request
+// step by step.
 func TestResolveOrder(t *testing.T) {
 	t.Parallel()
 	c := mustParse(t, `{

@@ -10,7 +10,8 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/lb"
 )
 
-// Defaults and bounds of hub.md §2.4 and §5.5.
+// Defaults and bounds of the lb-config fields
+// (docs/load-balancing.md#fields-of-a-detailed-object).
 const (
 	DefaultSampleCount            = 2
 	MaxSampleCount                = 64
@@ -32,7 +33,7 @@ const (
 // values with every default applied. It is immutable and compared by
 // identity: picker instances are kept per (routing target, *Definition), so
 // two definitions with equal content still get separate instances
-// (hub.md §2.5).
+// (docs/load-balancing.md#which-definition-serves-a-request).
 type Definition struct {
 	alg      Algorithm
 	settings Settings
@@ -51,9 +52,11 @@ type Effective struct {
 	// into a 400.
 	RequireCacheAffinityKey bool
 	// RequireInputTokens is declarative only: the proxy requires
-	// x-input-tokens on every request anyway (hub.md §0).
+	// x-input-tokens on every request anyway. Upstream Stargate stores the
+	// field and never reads it; it is accepted so its files load.
 	RequireInputTokens bool
-	// MaxInputWorkSeconds is the input-work admission limit (§5.10); it
+	// MaxInputWorkSeconds is the input-work admission limit
+	// (docs/design/hub-request.md#input-work-admission); it
 	// applies only when HasInputWorkLimit. A value ≤ 0 rejects any request
 	// that has work.
 	MaxInputWorkSeconds float64
@@ -63,7 +66,8 @@ type Effective struct {
 	SampleCount int
 	// Comparator orders clusters for power-of-n and wait-and-widen (default
 	// ttft). HasComparator is false for pulsar-wait-and-widen, which
-	// compares by least queue time, then utilisation (§5.5 h).
+	// compares by least queue time, then utilisation
+	// (docs/design/algorithms.md#pulsar-wait-and-widen).
 	Comparator    lb.Comparator
 	HasComparator bool
 	// Seed salts pulsar and affinity-ring hashes (default "").
@@ -98,7 +102,8 @@ type Effective struct {
 	// CacheAffinityInputTokensScale discounts prefill inside the affinity
 	// group, in [0, 1] (default 1).
 	CacheAffinityInputTokensScale float64
-	// LastClusterAffinity enables session classification (hub.md §10).
+	// LastClusterAffinity enables session classification
+	// (docs/design/hub-request.md#session-classification).
 	LastClusterAffinity bool
 
 	// ConsiderKVFreeTokens skips clusters without enough free KV cache.
@@ -109,7 +114,8 @@ type Effective struct {
 	// BandWidenInterval is S for pulsar-wait-and-widen. When
 	// BandWidenIntervalSet is false it was not configured and follows the
 	// affinity wait in effect for the request, which for a new or stale
-	// session is 0 rather than CacheAffinityWait (§10.3); see
+	// session is 0 rather than CacheAffinityWait
+	// (docs/design/algorithms.md#band-widening); see
 	// BandWidenIntervalFor. An explicit 0 opens every band at X.
 	BandWidenInterval    time.Duration
 	BandWidenIntervalSet bool
@@ -177,7 +183,8 @@ func newDefinition(alg Algorithm, s Settings) (*Definition, error) {
 	}
 	if s.Comparator != nil {
 		if alg == PulsarWaitAndWiden {
-			// The reference's exact text (hub.md §2.4).
+			// Upstream Stargate's exact text, so operators see the same
+			// message from either hub.
 			return nil, &ConfigError{Algorithm: alg.String(), Field: "comparator",
 				Err: errors.New("comparator is not supported for pulsar-wait-and-widen")}
 		}
@@ -219,7 +226,8 @@ func newDefinition(alg Algorithm, s Settings) (*Definition, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Normalisation the reference's factory does silently (hub.md §2.4).
+	// Normalisation upstream Stargate's factory does silently; a file
+	// that relies on it must load the same here.
 	if e.VirtualNodes == 0 {
 		e.VirtualNodes = 1
 	}
@@ -245,8 +253,8 @@ func newDefinition(alg Algorithm, s Settings) (*Definition, error) {
 	}
 	e.LastClusterAffinity = deref(s.LastClusterAffinity)
 	if s.ConsiderKVFreeTokens != nil && !alg.usesPulsarRanking() {
-		// Unreachable from a file (an unsupported field); the reference's
-		// factory keeps the same guard.
+		// Unreachable from a file (an unsupported field); upstream
+		// Stargate's factory keeps the same guard.
 		return nil, fe("consider_kv_free_tokens", "is supported only for pulsar and pulsar-wait-and-widen")
 	}
 	e.ConsiderKVFreeTokens = deref(s.ConsiderKVFreeTokens)

@@ -6,9 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/stargate-router/stargate/hub/internal/proxy"
+	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/routing"
-	"github.com/stargate-router/stargate/pkg/openai"
 )
 
 // outcome is the cache label of stargate_routing_expressions_total.
@@ -32,7 +31,7 @@ var outcomeNames = [numOutcomes]string{"hit", "build", "rebuild"}
 type compiled struct {
 	raw   string
 	alg   Algorithm
-	route proxy.Route
+	route lb.Route
 }
 
 // exprPair is a target's two most recent distinct expressions. Gateway
@@ -61,7 +60,7 @@ func (e *exprEntry) lookup(raw string) *compiled {
 	return nil
 }
 
-func (r *Resolver) resolveExpression(t routing.Target, raw string) (proxy.Route, *openai.Error) {
+func (r *Resolver) resolveExpression(t routing.Target, raw string) (lb.Route, *Rejection) {
 	now := r.clock.Now().UnixNano()
 	r.exprMu.RLock()
 	e := r.exprs[t]
@@ -76,11 +75,11 @@ func (r *Resolver) resolveExpression(t routing.Target, raw string) (proxy.Route,
 	// Compile outside the lock: a miss must not stall other targets' hits.
 	d, rej := r.cfg.Compile(t.Model, raw)
 	if rej != nil {
-		return proxy.Route{}, badRequest(rej)
+		return lb.Route{}, rej
 	}
 	p, err := r.factory(d)
 	if err != nil {
-		return proxy.Route{}, badRequest(reject(ClassInvalidValue, "%v", err))
+		return lb.Route{}, reject(ClassInvalidValue, "%v", err)
 	}
 	// Clone: raw may point into the request's header buffer.
 	c := &compiled{raw: strings.Clone(raw), alg: d.alg, route: routeFor(d, p)}

@@ -9,7 +9,8 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/lbconfig/expr"
 )
 
-// The rejection classes of hub.md §5.9. Each is the `code` of the 400 the
+// The rejection classes of x-routing-method
+// (docs/load-balancing.md#error-classes). Each is the `code` of the 400 the
 // hub answers, so clients can branch on it.
 const (
 	// ClassMalformed: the header breaks a syntax rule P1–P11 (package expr).
@@ -38,20 +39,16 @@ const (
 )
 
 // Rejection is why a routing header was refused: a class above and a
-// message for the client.
-type Rejection struct {
-	Class   string
-	Message string
-}
-
-// Error returns the message.
-func (r *Rejection) Error() string { return r.Message }
+// message for the client. It is lb.Rejection, the type lb.Resolver
+// returns, so the proxy reads it without importing this package.
+type Rejection = lb.Rejection
 
 func reject(class, format string, args ...any) *Rejection {
 	return &Rejection{Class: class, Message: fmt.Sprintf(format, args...)}
 }
 
-// exprParams is where each expression parameter applies (hub.md §5.9). A key
+// exprParams is where each expression parameter applies
+// (docs/load-balancing.md#parameters-and-where-they-apply). A key
 // missing here is unknown_parameter. It differs from the file's field table
 // on purpose: cache_affinity_virtual_nodes is W&W-only (P-W&W ignores it),
 // comparator is refused on P-W&W up front, and neither
@@ -85,8 +82,9 @@ var exprParams = map[string]algSet{
 // not trusted.
 const maxExprVirtualNodes = 1024
 
-// Compile compiles the routing expression raw for model (hub.md §5.9):
-// parse, resolve the method like §2.6, copy the resolved definition's
+// Compile compiles the routing expression raw for model
+// (docs/load-balancing.md#compilation): parse, resolve the method like a
+// plain x-routing-method value, copy the resolved definition's
 // settings, overlay each parameter and validate. The result is a new
 // definition (its own identity). raw must carry at least the method; a
 // method-only value compiles to a copy of the resolved definition.
@@ -198,7 +196,7 @@ func overlay(base *Definition, params []expr.Param) (*Definition, *Rejection) {
 
 // param reads one expression value as a setting's type. Integers may be
 // quoted as plain numbers; booleans, comparators and seeds may be tokens or
-// strings, as in the reference.
+// strings, as upstream Stargate accepts them.
 type param struct{ expr.Param }
 
 func (p param) invalid(format string, args ...any) *Rejection {

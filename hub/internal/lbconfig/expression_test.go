@@ -76,9 +76,10 @@ func TestCompileClasses(t *testing.T) {
 	}
 }
 
-// applicable is the matrix of hub.md §5.9, written out independently of
-// exprParams: for each parameter, a valid value and the algorithms it
-// applies to.
+// applicable is the matrix of
+// docs/load-balancing.md#parameters-and-where-they-apply, written out
+// independently of exprParams: for each parameter, a valid value and the
+// algorithms it applies to.
 var applicable = []struct {
 	key, value string
 	algs       []Algorithm
@@ -169,7 +170,8 @@ func TestOverlay(t *testing.T) {
 	if rej != nil || q.Effective().N != 7 || q.Effective().NextBucketUnlockFactor != -0.0625 || q.Effective().CacheAffinityInputTokensScale != 1 {
 		t.Errorf("quoted numbers: %v %+v", rej, q)
 	}
-	// Booleans and comparator may be quoted strings, as in the reference.
+	// Booleans and comparator may be quoted strings, as upstream Stargate
+	// accepts them.
 	if _, rej := c.Compile("model", `wait-and-widen;ignore_queue_time="true";comparator="ttft"`); rej != nil {
 		t.Errorf("quoted bool/comparator: %v", rej)
 	}

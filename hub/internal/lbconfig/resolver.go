@@ -13,11 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stargate-router/stargate/hub/internal/lb"
-	"github.com/stargate-router/stargate/hub/internal/proxy"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/pkg/clock"
-	"github.com/stargate-router/stargate/pkg/headers"
-	"github.com/stargate-router/stargate/pkg/openai"
 )
 
 // Factory builds a picker for a definition. It is called once per
@@ -26,7 +23,8 @@ import (
 // holds the state (counters, caches) of one target only.
 type Factory func(def *Definition) (lb.Picker, error)
 
-// Expression cache defaults (hub.md §5.9).
+// Expression cache defaults
+// (docs/load-balancing.md#expression-cache-and-metrics).
 const (
 	DefaultExpressionIdle       = 15 * time.Minute
 	DefaultMaxExpressionEntries = 16384
@@ -50,8 +48,8 @@ type Options struct {
 	MaxExpressionEntries int
 }
 
-// Resolver turns a routing target and an x-routing-method value into a
-// proxy.Route. It is safe for concurrent use. Build it with NewResolver.
+// Resolver turns a routing target and an x-routing-method value into an
+// lb.Route. It is safe for concurrent use. Build it with NewResolver.
 type Resolver struct {
 	cfg     *Config
 	factory Factory
@@ -73,11 +71,12 @@ type Resolver struct {
 	counters [numAlgorithms + 1][numOutcomes]prometheus.Counter
 }
 
-var _ proxy.Resolver = (*Resolver)(nil)
+// Resolver is the hub's lb.Resolver; the guard keeps it so at compile time.
+var _ lb.Resolver = (*Resolver)(nil)
 
 type binding struct {
 	def   *Definition
-	route proxy.Route
+	route lb.Route
 }
 
 // targetInstances holds one target's picker per static definition, created
@@ -125,9 +124,9 @@ func NewResolver(cfg *Config, factory Factory, opts Options) (*Resolver, error) 
 	return r, nil
 }
 
-func routeFor(d *Definition, p lb.Picker) proxy.Route {
+func routeFor(d *Definition, p lb.Picker) lb.Route {
 	e := &d.eff
-	return proxy.Route{
+	return lb.Route{
 		Algorithm:            d.alg.String(),
 		Picker:               p,
 		RequireAffinityKey:   e.RequireCacheAffinityKey,
@@ -139,11 +138,12 @@ func routeFor(d *Definition, p lb.Picker) proxy.Route {
 	}
 }
 
-// Resolve implements proxy.Resolver. requested is the trimmed
+// Resolve implements lb.Resolver. requested is the trimmed
 // x-routing-method value, "" when absent. A value without ';' is a method
-// name (hub.md §3.2 step 4); one with ';' is a routing expression (§5.9).
+// name; one with ';' is a routing expression
+// (docs/load-balancing.md#routing-expressions).
 // Neither an absent header nor a method name allocates.
-func (r *Resolver) Resolve(t routing.Target, requested string) (proxy.Route, *openai.Error) {
+func (r *Resolver) Resolve(t routing.Target, requested string) (lb.Route, *Rejection) {
 	if strings.IndexByte(requested, ';') >= 0 {
 		return r.resolveExpression(t, requested)
 	}
@@ -151,17 +151,17 @@ func (r *Resolver) Resolve(t routing.Target, requested string) (proxy.Route, *op
 	if requested != "" {
 		var ok bool
 		if alg, ok = ParseMethod(requested); !ok {
-			return proxy.Route{}, badRequest(reject(ClassUnknownMethod, "unknown routing method %q", clip(requested)))
+			return lb.Route{}, reject(ClassUnknownMethod, "unknown routing method %q", clip(requested))
 		}
 	}
 	d, ok := r.cfg.Resolve(t.Model, alg)
 	if !ok {
-		return proxy.Route{}, badRequest(reject(ClassUnavailable, "routing method %s is not configured for model %q", alg, t.Model))
+		return lb.Route{}, reject(ClassUnavailable, "routing method %s is not configured for model %q", alg, t.Model)
 	}
 	return r.bindings[d.index].route, nil
 }
 
-// KnownMethod implements proxy.Resolver: whether method names an algorithm
+// KnownMethod implements lb.Resolver: whether method names an algorithm
 // or alias, by ParseMethod's header rules (it does not allocate).
 func (r *Resolver) KnownMethod(method string) bool {
 	_, ok := ParseMethod(method)
@@ -170,7 +170,8 @@ func (r *Resolver) KnownMethod(method string) bool {
 
 // Forget drops every picker instance and cached expression of t, so its
 // round-robin counters and caches start afresh. The app calls it when the
-// target's last backend goes away (hub.md §2.5, §6.4). A request already
+// target's last backend goes away
+// (docs/design/routing-state.md#targets-and-generations). A request already
 // holding a Route keeps working with the instance it has.
 func (r *Resolver) Forget(t routing.Target) {
 	r.mu.Lock()
@@ -189,10 +190,6 @@ func clip(s string) string {
 		return s
 	}
 	return s[:limit] + "…"
-}
-
-func badRequest(rej *Rejection) *openai.Error {
-	return openai.BadRequest(headers.RoutingMethod, rej.Class, "%s", rej.Message)
 }
 
 // lazyPicker is the Picker of a static definition's Route. It finds (or

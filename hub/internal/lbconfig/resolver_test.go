@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,10 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/stargate-router/stargate/hub/internal/lb"
-	"github.com/stargate-router/stargate/hub/internal/proxy"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/pkg/clock"
-	"github.com/stargate-router/stargate/pkg/openai"
 )
 
 // stubPicker records the definition it was built for and answers with its
@@ -89,7 +86,7 @@ func snapFor(t routing.Target) *routing.Snapshot {
 }
 
 // served returns the stub instance that serves route for target t.
-func (fx *fixture) served(tb testing.TB, route proxy.Route, t routing.Target) *stubPicker {
+func (fx *fixture) served(tb testing.TB, route lb.Route, t routing.Target) *stubPicker {
 	tb.Helper()
 	dec, ok := route.Picker.Pick(&routing.Request{}, snapFor(t), time.Time{}, rng)
 	if !ok {
@@ -98,7 +95,7 @@ func (fx *fixture) served(tb testing.TB, route proxy.Route, t routing.Target) *s
 	return fx.f.get(dec.Cluster)
 }
 
-func (fx *fixture) resolve(tb testing.TB, t routing.Target, requested string) proxy.Route {
+func (fx *fixture) resolve(tb testing.TB, t routing.Target, requested string) lb.Route {
 	tb.Helper()
 	route, oerr := fx.r.Resolve(t, requested)
 	if oerr != nil {
@@ -126,7 +123,8 @@ func TestNewResolverRunsEveryDefinitionThroughTheFactory(t *testing.T) {
 	}
 }
 
-// TestRouteFields checks every Route field the proxy reads.
+// TestRouteFields checks every Route field the routing pass and the proxy
+// read.
 func TestRouteFields(t *testing.T) {
 	t.Parallel()
 	cfg := mustParse(t, `{"models":{
@@ -137,7 +135,7 @@ func TestRouteFields(t *testing.T) {
 		"pww":{"algorithm":"pulsar-wait-and-widen","consider_kv_free_tokens":false,"last_cluster_affinity":true},
 		"rr":"round-robin"}}`)
 	fx := newFixture(t, cfg, Options{})
-	for model, want := range map[string]proxy.Route{
+	for model, want := range map[string]lb.Route{
 		"pon":  {Algorithm: "power-of-n", RequireAffinityKey: true, MaxInputWorkSeconds: 3, HasInputWorkLimit: true},
 		"pul":  {Algorithm: "pulsar", AdmissionNeedsWeight: true, AdmissionConsidersKV: true},
 		"pul2": {Algorithm: "pulsar", AdmissionNeedsWeight: true},
@@ -174,7 +172,9 @@ func TestResolveErrors(t *testing.T) {
 		{strings.Repeat("x", 100), ClassUnknownMethod, `unknown routing method "` + strings.Repeat("x", 64) + `…"`},
 	} {
 		_, oerr := fx.r.Resolve(routing.Target{Model: "m"}, tc.requested)
-		want := &openai.Error{Status: http.StatusBadRequest, Type: openai.TypeInvalidRequest, Param: "x-routing-method", Code: tc.code, Message: tc.msg}
+		// The proxy answers it as a 400 naming x-routing-method with the
+		// class as its code (hub/internal/proxy's parse tests).
+		want := &Rejection{Class: tc.code, Message: tc.msg}
 		if oerr == nil || *oerr != *want {
 			t.Errorf("Resolve(%q) = %+v, want %+v", tc.requested, oerr, want)
 		}
@@ -341,7 +341,7 @@ func TestExpressionFactoryErrorIsInvalidValue(t *testing.T) {
 		return nil
 	}
 	_, oerr := r.Resolve(routing.Target{Model: "m"}, "pulsar;seed=bad")
-	if oerr == nil || oerr.Code != ClassInvalidValue || oerr.Message != "seed rejected" {
+	if oerr == nil || oerr.Class != ClassInvalidValue || oerr.Message != "seed rejected" {
 		t.Fatalf("%+v", oerr)
 	}
 }
@@ -500,7 +500,7 @@ func BenchmarkResolveExpressionBuild(b *testing.B) {
 	}
 }
 
-// KnownMethod answers the proxy's step-4 question by the header rules, for
+// KnownMethod answers the proxy's parse-order step 4 by the header rules, for
 // every algorithm and alias whatever the config, without allocating.
 func TestKnownMethod(t *testing.T) {
 	r, err := NewResolver(Permissive(), (&fakeFactory{}).New, Options{})

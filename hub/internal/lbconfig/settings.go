@@ -6,7 +6,8 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/lb"
 )
 
-// RendezvousWeight is the weight pulsar ranks clusters by (hub.md §5.4 [L]).
+// RendezvousWeight is the weight pulsar ranks clusters by
+// (docs/design/algorithms.md#pulsar).
 // The zero value is the default, max-input-tps.
 type RendezvousWeight uint8
 
@@ -100,7 +101,8 @@ const (
 )
 
 // field describes one Settings field: its JSON name, the algorithms whose
-// detailed object accepts it (hub.md §2.4), and where it lives.
+// detailed object accepts it
+// (docs/load-balancing.md#fields-of-a-detailed-object), and where it lives.
 type field struct {
 	name string
 	algs algSet
@@ -124,7 +126,7 @@ var fields = []field{
 	{name: "max_input_work_seconds", algs: allAlgorithms, kind: kindFloat, f: func(s *Settings) **float64 { return &s.MaxInputWorkSeconds }},
 	{name: "sample_count", algs: setOf(PowerOfN), kind: kindUint, u: func(s *Settings) **uint64 { return &s.SampleCount }},
 	// pulsar-wait-and-widen accepts comparator at parse time and then
-	// rejects it with its own message, as the reference's factory does.
+	// rejects it with its own message, as upstream Stargate's factory does.
 	{name: "comparator", algs: setOf(PowerOfN, WaitAndWiden, PulsarWaitAndWiden), kind: kindComparator},
 	{name: "seed", algs: setOf(Pulsar, WaitAndWiden, PulsarWaitAndWiden), kind: kindString, s: func(s *Settings) **string { return &s.Seed }},
 	{name: "cache_affinity_virtual_nodes", algs: wwSet, kind: kindUint, u: func(s *Settings) **uint64 { return &s.CacheAffinityVirtualNodes }},
@@ -140,7 +142,8 @@ var fields = []field{
 	{name: "cache_affinity_wait_ms", algs: wwSet, kind: kindUint, u: func(s *Settings) **uint64 { return &s.CacheAffinityWaitMs }},
 	{name: "cache_affinity_input_tokens_scale", algs: wwSet, kind: kindFloat, f: func(s *Settings) **float64 { return &s.CacheAffinityInputTokensScale }},
 	// last_cluster_affinity lives in the shared wait-and-widen settings, so
-	// every other algorithm rejects it as an unsupported field (hub.md §10.1).
+	// every other algorithm rejects it as an unsupported field, with the
+	// same message as any other field it does not take.
 	{name: "last_cluster_affinity", algs: wwSet, kind: kindBool, b: func(s *Settings) **bool { return &s.LastClusterAffinity }},
 	{name: "consider_kv_free_tokens", algs: pulSet, kind: kindBool, b: func(s *Settings) **bool { return &s.ConsiderKVFreeTokens }},
 	{name: "rendezvous_weight", algs: pulSet, kind: kindWeight},

@@ -3,16 +3,24 @@ package proxy
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stargate-router/stargate/hub/internal/lb/powerofn"
 	"github.com/stargate-router/stargate/hub/internal/state"
+	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/headers"
 )
 
-// Per-request header and body work of attempt and relay, without sockets,
-// for the spine benchmark of docs/performance.md: its client request head
-// and the pylon's answer to it (360 bytes of JSON with content-length).
+// Per-request header and body work of attempt and copyResponse, without
+// sockets, for the spine benchmark of docs/performance.md: its client
+// request head and the pylon's answer to it (360 bytes of JSON with
+// content-length).
 
 func benchClientHeader() http.Header {
 	h := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"hey/0.0.1"}, "Accept-Encoding": {"gzip"},
@@ -45,9 +53,9 @@ func (w *countingWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *countingWriter) WriteHeader(int)             {}
 func (w *countingWriter) Flush()                      { w.flushes++ }
 
-// BenchmarkRelay is relay for a short non-streaming answer: the response
+// BenchmarkCopyResponse is copyResponse for a short non-streaming answer: the response
 // head copied and the body written to the client.
-func BenchmarkRelay(b *testing.B) {
+func BenchmarkCopyResponse(b *testing.B) {
 	body := bytes.Repeat([]byte("x"), 360)
 	up := http.Header{"Content-Type": {"application/json"}, "Content-Length": {"360"}, "Date": {"Mon, 30 Nov 2026 05:49:27 GMT"},
 		"X-Request-Id": {"r1"}, "X-Kv-Cache-Hit": {"true"}, "X-Kv-Cache-Hit-Tokens": {"240"},
@@ -60,10 +68,67 @@ func BenchmarkRelay(b *testing.B) {
 		w := &countingWriter{h: http.Header{}}
 		resp := &http.Response{StatusCode: http.StatusOK, Header: up, ContentLength: int64(len(body)),
 			Body: io.NopCloser(bytes.NewReader(body))}
-		if err := p.relay(w, resp, "pylon", be); err != nil {
+		if err := p.copyResponse(w, resp, "pylon", be); err != nil {
 			b.Fatal(err)
 		}
 		flushes += w.flushes
 	}
 	b.ReportMetric(float64(flushes)/float64(b.N), "flushes/op")
+}
+
+// memoryTunnel answers every request at once with a copy of resp's head
+// and body, without a socket: BenchmarkServe measures the hub's own work.
+type memoryTunnel struct {
+	header http.Header
+	body   []byte
+}
+
+func (m memoryTunnel) RoundTrip(*http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Header: m.header, ContentLength: int64(len(m.body)),
+		Body: io.NopCloser(bytes.NewReader(m.body))}, nil
+}
+
+// BenchmarkServe is one whole request through serve: parse, read the body,
+// one routing pass (power-of-n over two clusters), reserve, build the
+// outbound request, round trip over an in-memory tunnel and copy the
+// answer, with metrics on.
+func BenchmarkServe(b *testing.B) {
+	store := state.New(clock.Real{})
+	body := bytes.Repeat([]byte("x"), 360)
+	up := http.Header{"Content-Type": {"application/json"}, "Content-Length": {"360"}}
+	tun := tunnels{}
+	for _, id := range []string{"a1", "a2", "b1"} {
+		store.Apply(state.Backend{ID: id, ClusterID: clusterOf[id], URL: "http://" + id + ".pylon:8000", RoutingKey: rk},
+			fixtureRegistration(id), time.Millisecond, true)
+		tun[id] = memoryTunnel{header: up, body: body}
+	}
+	picker, err := powerofn.New(powerofn.DefaultConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := Defaults()
+	cfg.Log = slog.New(slog.DiscardHandler)
+	cfg.Metrics = NewMetrics(prometheus.NewRegistry(), "stargate_")
+	cfg.Seed = 1
+	p := New(cfg, store, tun, PowerOfNResolver{Picker: picker})
+	hdr := benchClientHeader()
+	hdr.Set(headers.RoutingKey, rk)
+	reqBody := []byte(chatBody)
+	n := 0
+	for b.Loop() {
+		if n++; n%100 == 0 {
+			// A registration drops its backend's reservations, which
+			// would otherwise pile up and slow every snapshot.
+			b.StopTimer()
+			for _, id := range []string{"a1", "a2", "b1"} {
+				store.Apply(state.Backend{ID: id, ClusterID: clusterOf[id], URL: "http://" + id + ".pylon:8000", RoutingKey: rk},
+					fixtureRegistration(id), time.Millisecond, true)
+			}
+			b.StartTimer()
+		}
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(reqBody))
+		r.Header = hdr.Clone()
+		w := &countingWriter{h: http.Header{}}
+		p.serve(w, r)
+	}
 }

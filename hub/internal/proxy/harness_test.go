@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
+	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/lb/powerofn"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/clock"
@@ -189,7 +190,7 @@ type option func(*Config)
 
 // newHarness builds the harness. resolver nil means power-of-n with its
 // default configuration.
-func newHarness(t *testing.T, resolver Resolver, opts ...option) *harness {
+func newHarness(t *testing.T, resolver lb.Resolver, opts ...option) *harness {
 	t.Helper()
 	n := harnesses.Add(1)
 	h := &harness{t: t, backends: map[string]*backend{}, reg: prometheus.NewRegistry(),

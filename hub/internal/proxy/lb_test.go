@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stargate-router/stargate/hub/internal/dispatch"
 	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
@@ -17,8 +18,8 @@ import (
 )
 
 // waitingPicker asks to wait `wait` on its first `waits` calls, then picks
-// cluster ca; it records the session fields it is told to set and the
-// times it was called at.
+// cluster ca, reporting the session class it is told to; it records the
+// requests and times it was called with.
 type waitingPicker struct {
 	waits   int
 	wait    time.Duration
@@ -35,20 +36,23 @@ func (w *waitingPicker) Pick(req *routing.Request, snap *routing.Snapshot, now t
 	if int(w.n.Add(1)) <= w.waits {
 		return routing.Decision{Wait: w.wait}, false
 	}
-	if req.Session == routing.SessionUnclassified {
-		req.Session = w.session
+	// The class it is told to report, unless the request already has one
+	// (set once, by the routing pass, from an earlier decision).
+	session := req.Session
+	if session == routing.SessionUnclassified {
+		session = w.session
 	}
 	for i := range snap.Clusters {
 		if snap.Clusters[i].ClusterID == "ca" && !req.IsExcluded("ca") {
 			d := lb.NewDecision(snap, i, 1, req)
-			d.GroupSize = w.group
+			d.GroupSize, d.Session = w.group, session
 			return d, true
 		}
 	}
 	for i := range snap.Clusters {
 		if !req.IsExcluded(snap.Clusters[i].ClusterID) {
 			d := lb.NewDecision(snap, i, 3, req)
-			d.GroupSize = w.group
+			d.GroupSize, d.Session = w.group, session
 			return d, true
 		}
 	}
@@ -61,7 +65,7 @@ func TestTimedWaitWithoutMaxWaitHeader(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
 	wp := &waitingPicker{waits: 3, wait: 40 * time.Millisecond, calls: make(chan pick, 100)}
-	h := newHarness(t, fixedResolver{Route{Algorithm: "waiting", Picker: wp}}, withClock(clk))
+	h := newHarness(t, fixedResolver{lb.Route{Algorithm: "waiting", Picker: wp}}, withClock(clk))
 	done := h.sendAsync(context.Background(), validHeaders())
 	var at []time.Time
 	for range 3 {
@@ -86,7 +90,7 @@ func TestTimedWaitExpires(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
 	wp := &waitingPicker{waits: 1 << 30, wait: time.Hour, calls: make(chan pick, 1000)}
-	h := newHarness(t, fixedResolver{Route{Algorithm: "waiting", Picker: wp}}, withClock(clk))
+	h := newHarness(t, fixedResolver{lb.Route{Algorithm: "waiting", Picker: wp}}, withClock(clk))
 	hdr := validHeaders()
 	hdr.Set(headers.MaxWaitMs, "60")
 	done := h.sendAsync(context.Background(), hdr)
@@ -119,13 +123,13 @@ func TestInputWorkAdmission(t *testing.T) {
 		wantReason string
 	}{
 		{"admitted: 100 tokens at 2000 tps is 0.05 s", 0.06, false, model, http.StatusOK, ""},
-		{"over the limit", 0.04, false, model, http.StatusServiceUnavailable, reasonInputWorkLimit},
-		{"no valid rate at all", 10, false, "solo", http.StatusServiceUnavailable, reasonInputWorkUnavailable},
-		{"pulsar family: solo's cluster has no weight", 10, true, "solo", http.StatusServiceUnavailable, reasonInputWorkUnavailable},
+		{"over the limit", 0.04, false, model, http.StatusServiceUnavailable, dispatch.ReasonInputWorkLimit},
+		{"no valid rate at all", 10, false, "solo", http.StatusServiceUnavailable, dispatch.ReasonInputWorkUnavailable},
+		{"pulsar family: solo's cluster has no weight", 10, true, "solo", http.StatusServiceUnavailable, dispatch.ReasonInputWorkUnavailable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sp := newScripted(t, 0)
-			h := newHarness(t, fixedResolver{Route{Algorithm: "scripted", Picker: sp, HasInputWorkLimit: true,
+			h := newHarness(t, fixedResolver{lb.Route{Algorithm: "scripted", Picker: sp, HasInputWorkLimit: true,
 				MaxInputWorkSeconds: tc.limit, AdmissionNeedsWeight: tc.needWeight}})
 			hdr := validHeaders()
 			hdr.Set(headers.Model, tc.model)
@@ -137,10 +141,10 @@ func TestInputWorkAdmission(t *testing.T) {
 				wantSeries(t, "admission_rejections_total", h.m.admissions, series{})
 				return
 			}
-			if e := openAIError(t, resp, body); e.Code != reasonInputWorkLimit {
+			if e := openAIError(t, resp, body); e.Code != dispatch.ReasonInputWorkLimit {
 				t.Errorf("code %q, want input_work_limit_exceeded for both reasons", e.Code)
 			}
-			if got := resp.Header.Get(headers.StargateErrorCode); got != reasonInputWorkLimit {
+			if got := resp.Header.Get(headers.StargateErrorCode); got != dispatch.ReasonInputWorkLimit {
 				t.Errorf("x-stargate-error-code %q", got)
 			}
 			wantSeries(t, "admission_rejections_total", h.m.admissions, series{"rk|" + tc.model + "|" + tc.wantReason: 1})
@@ -186,7 +190,7 @@ func TestSessionSelectionsMetric(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wp := &waitingPicker{session: tc.session, group: 2, calls: make(chan pick, 100)}
-			h := newHarness(t, fixedResolver{Route{Algorithm: "wait-and-widen", Picker: wp, LastClusterAffinity: true}})
+			h := newHarness(t, fixedResolver{lb.Route{Algorithm: "wait-and-widen", Picker: wp, LastClusterAffinity: true}})
 			if tc.exclude {
 				h.backends["a1"].handle(retryable(http.StatusServiceUnavailable, "busy"))
 				h.backends["a2"].handle(retryable(http.StatusServiceUnavailable, "busy"))

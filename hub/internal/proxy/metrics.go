@@ -7,11 +7,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stargate-router/stargate/hub/internal/dispatch"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 )
 
-// Metrics are the hub's request-path series of hub.md §8.1, all with the
-// stargate_ prefix. A nil *Metrics records nothing.
+// Metrics are the hub's request-path series (docs/metrics.md#hub), all
+// with the stargate_ prefix by default. A nil *Metrics records nothing.
 type Metrics struct {
 	requests        *prometheus.CounterVec
 	attempts        *prometheus.CounterVec
@@ -153,7 +154,7 @@ func (m *Metrics) admissionRejected(t routing.Target, reason string) {
 // session counts one classified selection. The first time a (target,
 // algorithm) records one, all six state × selection pairs are created at
 // zero, so a dashboard's rate() of a pair that has not happened yet is 0,
-// not absent (hub.md §10.6).
+// not absent.
 func (m *Metrics) session(t routing.Target, algorithm, state, selection string) {
 	if m == nil {
 		return
@@ -161,7 +162,7 @@ func (m *Metrics) session(t routing.Target, algorithm, state, selection string) 
 	key := sessionTarget{target: t, algorithm: algorithm}
 	if _, seen := m.sessionTargets.Load(key); !seen {
 		for _, st := range [...]string{"new", "returning", "stale"} {
-			for _, sel := range [...]string{selectionPrimary, selectionFallback} {
+			for _, sel := range [...]string{dispatch.SelectionPrimary, dispatch.SelectionFallback} {
 				m.sessions.WithLabelValues(t.RoutingKey, t.Model, algorithm, st, sel).Add(0)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/lb/powerofn"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
@@ -35,14 +36,14 @@ func decodeError(t *testing.T, w *httptest.ResponseRecorder) *openai.Error {
 	return openAIError(t, resp, w.Body.String())
 }
 
-// step is one check of hub.md §3.2 in its order: break sets a header so
-// that the step fails.
+// step is one check of docs/design/hub-request.md#parse-order in its order:
+// break sets a header so that the step fails.
 type step struct {
 	name      string
 	breakStep func(h http.Header)
 }
 
-// parseSteps are the failing variants of every step, in §3.2 order. A
+// parseSteps are the failing variants of every step, in parse order. A
 // case breaks its own step and every later one, so the error proves which
 // check runs first.
 var parseSteps = []step{
@@ -196,14 +197,14 @@ func TestHeaderParsingAccepts(t *testing.T) {
 }
 
 // A resolved route that requires an affinity key rejects a request without
-// one (hub.md §3.2 step 9), after the numeric headers.
+// one (parse order step 9), after the numeric headers.
 func TestRequireAffinityKey(t *testing.T) {
 	t.Parallel()
 	picker, err := powerofn.New(powerofn.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, fixedResolver{Route{Algorithm: "power-of-n", Picker: picker, RequireAffinityKey: true}})
+	h := newHarness(t, fixedResolver{lb.Route{Algorithm: "power-of-n", Picker: picker, RequireAffinityKey: true}})
 	for _, tc := range []struct {
 		name     string
 		mutate   func(http.Header)
@@ -310,13 +311,13 @@ func TestReplayBodyLimit(t *testing.T) {
 }
 
 // fixedResolver always resolves to route.
-type fixedResolver struct{ route Route }
+type fixedResolver struct{ route lb.Route }
 
-func (r fixedResolver) Resolve(routing.Target, string) (Route, *openai.Error) { return r.route, nil }
+func (r fixedResolver) Resolve(routing.Target, string) (lb.Route, *lb.Rejection) { return r.route, nil }
 
 func (fixedResolver) KnownMethod(method string) bool { return PowerOfNResolver{}.KnownMethod(method) }
 
-// fuzzHeaders are the headers FuzzParseHeaders sets, in §3.2 order.
+// fuzzHeaders are the headers FuzzParseHeaders sets, in parse order.
 var fuzzHeaders = []string{
 	headers.RequestID, headers.InputTokens, headers.Model, headers.RoutingKey, headers.RoutingMethod,
 	headers.Priority, headers.MaxWaitMs, headers.RequestSLOMs, headers.CacheAffinityKey, headers.StargateMaxWaitMs,
@@ -324,7 +325,7 @@ var fuzzHeaders = []string{
 
 // FuzzParseHeaders sends arbitrary values of the routing headers to a
 // proxy with nothing registered. It must never panic, and must answer
-// either a 400 naming the first header that §3.2's order rejects (computed
+// either a 400 naming the first header the parse order rejects (computed
 // here independently of the code) or, when every header is acceptable, the
 // 404 of an unknown target.
 func FuzzParseHeaders(f *testing.F) {
@@ -376,7 +377,8 @@ func FuzzParseHeaders(f *testing.F) {
 // can hold.
 const maxBudgetMs = math.MaxInt64 / 1_000_000
 
-// expectedRejection restates hub.md §3.2 for FuzzParseHeaders: the header
+// expectedRejection restates docs/design/hub-request.md#parse-order for
+// FuzzParseHeaders: the header
 // and error code of the first failing step, or "" when all pass.
 func expectedRejection(h http.Header) (param, code string) {
 	get := func(name string) (string, bool) {

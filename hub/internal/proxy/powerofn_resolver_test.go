@@ -1,14 +1,14 @@
 package proxy
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/routing"
-	"github.com/stargate-router/stargate/pkg/openai"
 )
 
-// canonical maps every algorithm name and alias of hub.md §2.3 (after
+// canonical maps every algorithm name and alias (after
 // trimming, lower-casing and turning _ into -) to its canonical name.
 var canonical = map[string]string{
 	"power-of-n": "power-of-n", "power-of-two": "power-of-n", "powerof2": "power-of-n", "powerofn": "power-of-n",
@@ -32,25 +32,25 @@ type PowerOfNResolver struct {
 	Picker lb.Picker
 }
 
-// KnownMethod implements Resolver.
+// KnownMethod implements lb.Resolver.
 func (r PowerOfNResolver) KnownMethod(method string) bool {
 	_, ok := normalizeAlgorithm(method)
 	return ok
 }
 
-// Resolve implements Resolver.
-func (r PowerOfNResolver) Resolve(_ routing.Target, requested string) (Route, *openai.Error) {
+// Resolve implements lb.Resolver.
+func (r PowerOfNResolver) Resolve(_ routing.Target, requested string) (lb.Route, *lb.Rejection) {
 	if strings.Contains(requested, ";") {
-		return Route{}, openai.BadRequest("x-routing-method", "unavailable", "routing expressions need an lb-config on this hub")
+		return lb.Route{}, &lb.Rejection{Class: "unavailable", Message: "routing expressions need an lb-config on this hub"}
 	}
 	if requested != "" {
 		name, ok := normalizeAlgorithm(requested)
 		if !ok {
-			return Route{}, openai.BadRequest("x-routing-method", "unknown_method", "unknown routing method %q", requested)
+			return lb.Route{}, &lb.Rejection{Class: "unknown_method", Message: fmt.Sprintf("unknown routing method %q", requested)}
 		}
 		if name != "power-of-n" {
-			return Route{}, openai.BadRequest("x-routing-method", "unavailable", "routing algorithm %q is not configured on this hub", name)
+			return lb.Route{}, &lb.Rejection{Class: "unavailable", Message: fmt.Sprintf("routing algorithm %q is not configured on this hub", name)}
 		}
 	}
-	return Route{Algorithm: "power-of-n", Picker: r.Picker}, nil
+	return lb.Route{Algorithm: "power-of-n", Picker: r.Picker}, nil
 }

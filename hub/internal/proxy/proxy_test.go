@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/headers"
@@ -21,7 +22,8 @@ import (
 )
 
 // A model nothing advertises is a 404 carrying x-stargate-error-code; a
-// model advertised only as inactive is a 503 (hub.md §3.3 D, §6.4).
+// model advertised only as inactive is a 503
+// (docs/design/hub-request.md#routing-pass: the target is registered).
 func TestNoCandidates(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
@@ -128,7 +130,8 @@ func TestStreamingRelaysEventByEvent(t *testing.T) {
 
 // The client response keeps the upstream status, body and ordinary
 // headers, loses the pylon's retry signal and error code, and names the
-// serving backend, its URL and its cluster (hub.md §3.4 step 9).
+// serving backend, its URL and its cluster
+// (docs/design/hub-request.md#one-attempt, step 7).
 func TestResponseHeaders(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
@@ -183,7 +186,7 @@ func TestResponseHeaders(t *testing.T) {
 // What the pylon receives: the client's headers and body unchanged, minus
 // the routing method, the session hint and every hub-owned x-stargate-*
 // header a caller may have sent; plus the hub's own queue estimate for
-// the chosen cluster (hub.md §3.2 step 12, §3.4 step 4).
+// the chosen cluster (docs/design/hub-request.md#one-attempt, step 3).
 func TestForwardedRequest(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
@@ -294,7 +297,8 @@ func TestForwardHeadersDropsHopByHop(t *testing.T) {
 
 // A 429 queue_estimate_mismatch is retried on the sibling backend of the
 // same cluster, with the same queue estimate, and its reservation is
-// released at once (hub.md §3.4 step 8, §6.5).
+// released at once (docs/design/hub-request.md#retries,
+// docs/design/routing-state.md#reservations).
 func TestQueueMismatchRetriesSibling(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
@@ -452,7 +456,7 @@ func TestRetrySignal(t *testing.T) {
 
 // Two mismatches use both retries of --proxy-max-request-retries; the
 // third retryable answer is returned as is and counted as exhausted with
-// the pylon's reason (hub.md §3.4 step 8, §11).
+// the pylon's reason (docs/design/hub-request.md#retries).
 func TestRequestRetriesExhausted(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
@@ -612,7 +616,8 @@ func TestAllTransportsFail(t *testing.T) {
 }
 
 // With connect retries to spare, running out of backends ends in the bare
-// 503 of "nothing eligible" (hub.md §3.3 D), counted as no_eligible_backend.
+// 503 of "nothing eligible" (docs/design/hub-request.md#routing-pass),
+// counted as no_eligible_backend.
 func TestEveryClusterFailed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil, func(c *Config) { c.MaxConnectRetries = 10 })
@@ -630,8 +635,9 @@ func TestEveryClusterFailed(t *testing.T) {
 }
 
 // The routing wait applies only while some cluster is still eligible: once
-// every cluster has failed, x-max-wait-ms does not delay the 503 (hub.md
-// §3.3 D). The clock never moves, so any wait would hang the request.
+// every cluster has failed, x-max-wait-ms does not delay the 503
+// (docs/design/hub-request.md#routing-pass: an exhausted pass takes no
+// wait). The clock never moves, so any wait would hang the request.
 func TestNoRoutingWaitOnceEveryClusterFailed(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
@@ -720,8 +726,7 @@ func TestClientCancelBeforeHead(t *testing.T) {
 
 // An upstream stream that breaks after the head must not look complete to
 // the client: the hub aborts the client stream instead of ending it
-// cleanly (hub.md §3.5: "a chunk error ends the client stream
-// (truncated)").
+// cleanly (docs/design/hub-request.md#streaming).
 func TestUpstreamBreakTruncatesClientStream(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
@@ -760,7 +765,7 @@ func TestUpstreamBreakTruncatesClientStream(t *testing.T) {
 }
 
 // A backend identity that is not a valid header value cannot be reported
-// to the client: 500 (hub.md §3.4 step 9, §3.6).
+// to the client: 500 (docs/design/hub-request.md#status-codes).
 func TestInvalidBackendIdentityIs500(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ name, id, cluster, url string }{
@@ -793,7 +798,7 @@ func TestInvalidBackendIdentityIs500(t *testing.T) {
 func TestZeroDependencies(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
-	p := New(Defaults(), h.store, h.tun, fixedResolver{Route{Algorithm: "power-of-n", Picker: h.p.resolver.(PowerOfNResolver).Picker}})
+	p := New(Defaults(), h.store, h.tun, fixedResolver{lb.Route{Algorithm: "power-of-n", Picker: h.p.resolver.(PowerOfNResolver).Picker}})
 	w := serveLocal(p, "POST", validHeaders(), chatBody)
 	if w.Code != http.StatusOK || w.Body.String() != sseChunk1+sseDone {
 		t.Fatalf("status %d body %q", w.Code, w.Body)

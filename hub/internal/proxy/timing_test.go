@@ -80,8 +80,8 @@ type pick struct {
 	now time.Time
 }
 
-func (s *scriptedPicker) route() Resolver {
-	return fixedResolver{Route{Algorithm: "scripted", Picker: s}}
+func (s *scriptedPicker) route() lb.Resolver {
+	return fixedResolver{lb.Route{Algorithm: "scripted", Picker: s}}
 }
 
 // respond is the outcome of a request sent in the background.
@@ -154,7 +154,7 @@ func TestPickerSeesRequest(t *testing.T) {
 }
 
 // With x-max-wait-ms the proxy re-polls the load balancer every 1-10 ms
-// until it picks (hub.md §3.3 D).
+// until it picks (docs/design/hub-request.md#waits).
 func TestRoutingWaitThenServe(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)

@@ -18,7 +18,7 @@ import (
 // tracerName names the hub's request spans' instrumentation scope.
 const tracerName = "github.com/stargate-router/stargate/hub/internal/proxy"
 
-// Span names of hub.md §8.2.
+// Span names (docs/design/hub-request.md#tracing).
 const (
 	spanRequest = "proxy_openai_request"
 	spanAttempt = "proxy_upstream_http_request"
@@ -36,7 +36,7 @@ func traceParsed(span trace.Span, r *http.Request, req *request, requested strin
 	if !span.IsRecording() {
 		return
 	}
-	rr := &req.rreq
+	rr := &req.pass.Req
 	span.SetAttributes(
 		attribute.String("request.endpoint", endpointName(r.URL.Path)),
 		attribute.String("request.path", r.URL.Path),
@@ -48,7 +48,7 @@ func traceParsed(span trace.Span, r *http.Request, req *request, requested strin
 		attribute.Int64("request.slo_ms", rr.SLO.Milliseconds()),
 		attribute.Bool("request.cache_affinity_key_present", rr.AffinityKey != ""),
 		attribute.String("routing.requested_algorithm", requested),
-		attribute.String("routing.algorithm", req.route.Algorithm),
+		attribute.String("routing.algorithm", req.pass.Route.Algorithm),
 	)
 }
 
@@ -82,7 +82,7 @@ func traceSelection(span trace.Span, req *request, snap *routing.Snapshot, dec *
 	if dec.QueueEstimateKnown {
 		attrs = append(attrs, attribute.Int64("proxy.queue.expected_ms", int64(min(dec.QueueEstimateMs, 1<<62))))
 	}
-	if s := req.rreq.Session; s != routing.SessionUnclassified {
+	if s := req.pass.Req.Session; s != routing.SessionUnclassified {
 		attrs = append(attrs, attribute.String("routing.session_state", s.String()))
 	}
 	span.SetAttributes(attrs...)
@@ -91,18 +91,18 @@ func traceSelection(span trace.Span, req *request, snap *routing.Snapshot, dec *
 // startAttemptSpan starts the child span of one upstream attempt and
 // injects its context into the upstream headers, so the pylon and engine
 // continue the trace.
-func (p *Proxy) startAttemptSpan(ctx context.Context, out *http.Request, req *request, st *loop, clusterID string, b state.Backend,
-	qok bool) (context.Context, trace.Span) {
+func (p *Proxy) startAttemptSpan(ctx context.Context, out *http.Request, req *request, st *loop, dec *routing.Decision,
+	b state.Backend) (context.Context, trace.Span) {
 	ctx, span := p.tracer.Start(ctx, spanAttempt, trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {
 		span.SetAttributes(
 			attribute.String("http.method", out.Method),
 			attribute.String("http.path", out.URL.Path),
 			attribute.Int("proxy.attempt", st.attempts),
-			attribute.String("selected_cluster.id", clusterID),
+			attribute.String("selected_cluster.id", dec.ClusterID),
 			attribute.String("selected_inst.id", b.ID),
-			attribute.String("routing.algorithm", req.route.Algorithm),
-			attribute.Bool("proxy.queue.expected_present", qok),
+			attribute.String("routing.algorithm", req.pass.Route.Algorithm),
+			attribute.Bool("proxy.queue.expected_present", dec.QueueEstimateKnown),
 		)
 	}
 	p.propagator.Inject(ctx, propagation.HeaderCarrier(out.Header))

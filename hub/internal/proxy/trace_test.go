@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/pkg/headers"
 )
@@ -24,7 +25,7 @@ func TestTracing(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 
 	wp := &waitingPicker{session: routing.SessionReturning, group: 1, calls: make(chan pick, 10)}
-	h := newHarness(t, fixedResolver{Route{Algorithm: "wait-and-widen", Picker: wp, LastClusterAffinity: true}},
+	h := newHarness(t, fixedResolver{lb.Route{Algorithm: "wait-and-widen", Picker: wp, LastClusterAffinity: true}},
 		func(c *Config) { c.TracerProvider, c.Propagator = tp, propagation.TraceContext{} })
 	hdr := validHeaders()
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"

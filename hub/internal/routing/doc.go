@@ -6,5 +6,5 @@
 // The package decides nothing and must not grow behaviour: no I/O, no locks,
 // no clock, no randomness. Keeping it inert is what lets the same load
 // balancers run unchanged in the live hub, in unit tests, in benchmarks and in
-// an offline simulator (architecture.md, "Design rules").
+// an offline simulator (docs/architecture.md#package-layout-and-fences).
 package routing

@@ -16,8 +16,10 @@ type Target struct {
 }
 
 // ClusterView is one cluster of a target as a load balancer sees it: the
-// statistics of its active backends aggregated per hub.md §6.2, with the
-// cluster's pending reservations already applied (§6.5).
+// statistics of its active backends aggregated into one
+// (docs/design/routing-state.md#cluster-aggregation), with the cluster's
+// pending reservations already applied
+// (docs/design/routing-state.md#reservations).
 //
 // A ClusterView inside a published Snapshot is immutable: its Stats map and
 // slices are shared between readers and must never be written.
@@ -28,7 +30,7 @@ type ClusterView struct {
 	// Stats is the cluster aggregate, reservations included.
 	Stats protocol.ModelStats
 	// RTT is the unweighted mean of the latest RTT of each active backend, in
-	// whole nanoseconds rounded down (§6.3).
+	// whole nanoseconds rounded down.
 	RTT time.Duration
 	// UpdatedAt is when the hub processed the heartbeat of the backend that
 	// currently provides the cluster's latest-wins fields.
@@ -69,8 +71,9 @@ func SortPriorities(m map[uint32]uint64) []PriorityEstimate {
 // modifies one it has published, so a reader may keep and reuse it freely.
 type Snapshot struct {
 	Target Target
-	// Clusters is sorted by ClusterID, so positions are deterministic (Go map
-	// order is random; hub.md §11).
+	// Clusters is sorted by ClusterID, so positions are deterministic: Go
+	// map order is random, and an algorithm that indexes or samples
+	// clusters must see the same order for the same state.
 	Clusters []ClusterView
 	// Version increases with every snapshot the store publishes, across all
 	// targets. Two snapshots of one target with the same Version are the same.
@@ -78,8 +81,9 @@ type Snapshot struct {
 	// Generation identifies the target's active lifetime. It changes when the
 	// target's last active backend goes away and the target later becomes
 	// active again; per-target load-balancer state (counters, caches) keyed on
-	// (Target, Generation) therefore resets exactly when the reference resets
-	// it (hub.md §6.4).
+	// (Target, Generation) therefore starts afresh when the target comes
+	// back, as upstream Stargate's does
+	// (docs/design/routing-state.md#targets-and-generations).
 	Generation uint64
 }
 
@@ -130,10 +134,14 @@ type Request struct {
 	// that served this session's previous request, empty when there is no
 	// hint. Only algorithms with last_cluster_affinity read it.
 	LastClusterID string
-	// Session is the request's session classification (hub.md §10.3). It is
-	// a set-once cell: the first load-balancer decision that applies session
-	// rules sets it, and every later decision of the same request (timed
-	// waits, retries on other clusters) reuses it unchanged.
+	// Session is the classification an earlier decision of this request
+	// made (docs/design/hub-request.md#session-classification). It is a
+	// set-once cell owned by the routing pass (hub/internal/dispatch): the
+	// first decision that applies session rules reports a classification
+	// in Decision.Session, the pass stores it here, and every later
+	// decision of the same request (timed waits, retries on other
+	// clusters) reuses it unchanged. A picker reads it and never writes
+	// it.
 	Session SessionState
 	// SessionPromoted records whether that first classification moved the
 	// last cluster to the front of the affinity order (for the log).
@@ -143,8 +151,8 @@ type Request struct {
 // SessionState classifies a request against its last-cluster hint.
 type SessionState uint8
 
-// The session states of hub.md §10.3. The zero value means the request was
-// never classified (feature off, or no affinity key).
+// The session states of last_cluster_affinity. The zero value means the
+// request was never classified (feature off, or no affinity key).
 const (
 	SessionUnclassified SessionState = iota
 	// SessionNew: no usable hint.
@@ -188,8 +196,9 @@ type Decision struct {
 	// RankDepth is the 1-based rank of the choice; ≤1 counts as a "primary"
 	// selection in stargate_routing_selections_total, more as "fallback".
 	RankDepth int
-	// QueueEstimateMs is the queue estimate (hub.md §4, qest) of the chosen
-	// cluster at the request's priority, taken from the snapshot before this
+	// QueueEstimateMs is the queue estimate
+	// (docs/design/algorithms.md#estimates) of the chosen cluster at the
+	// request's priority, taken from the snapshot before this
 	// request's own reservation; it is what x-stargate-expected-queue-ms
 	// carries. It is meaningful only when QueueEstimateKnown is true; when it
 	// is false the header is omitted.
@@ -203,11 +212,24 @@ type Decision struct {
 	Sampled int
 	// GroupSize is the affinity group size a session-aware algorithm used
 	// (cache_affinity_backend_selection_count, or 1); it decides whether a
-	// new or stale session's selection counts as primary (hub.md §10.6).
+	// new or stale session's selection counts as primary
+	// (docs/design/hub-request.md#session-classification).
 	GroupSize int
+	// Session is the session classification this decision applied:
+	// req.Session when the request was already classified, else the one
+	// this decision made, else SessionUnclassified (the algorithm has no
+	// session rules, the feature is off, or the request has no affinity
+	// key). It is set on a "no choice, wait" decision too, since the first
+	// classification may happen on a pass that waits. The routing pass
+	// keeps the first one it sees in the request; the picker never writes
+	// its input.
+	Session SessionState
+	// SessionPromoted is the promoted flag of that classification.
+	SessionPromoted bool
 	// Wait is set only when Pick reports no choice: a positive Wait means
 	// the algorithm expects a choice after that long (a locked bucket, the
-	// affinity wait, the next band opening), so the proxy waits and asks
-	// again instead of failing the request.
+	// affinity wait, the next band opening), so the routing pass waits and
+	// asks again instead of failing the request
+	// (docs/design/hub-request.md#waits).
 	Wait time.Duration
 }

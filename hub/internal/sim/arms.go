@@ -30,8 +30,9 @@ const OracleName = "oracle"
 // DefaultArmNames is the --arms default: the --compare arms and the oracle.
 var DefaultArmNames = []string{"power-of-n", "wait-and-widen", "wait-and-widen+lca", "pulsar-wait-and-widen+lca", OracleName}
 
-// wnwCampaign is the reference campaign's wait-and-widen configuration
-// (shared/spec/workloads.md): utilization comparator, k = 2, scale 0.1,
+// wnwCampaign is the wait-and-widen configuration of upstream Stargate's
+// published benchmark campaign, so a run compares with its numbers:
+// utilization comparator, k = 2, scale 0.1,
 // 200 ms affinity wait, n = 2, max_queued = 1, queue-time bounds
 // 100..5000 ms, 20 ms buckets, unlock factor 0.25, 150 virtual nodes,
 // affinity key and input tokens required.

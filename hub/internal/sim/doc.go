@@ -5,14 +5,18 @@
 // What is real and what is modelled:
 //   - Routing is the hub's own: the arm's lb-config.json goes through
 //     lbconfig.Parse and lbconfig.NewResolver with lbfactory.New, and every
-//     decision is route.Picker.Pick on a routing.Snapshot published by the
-//     hub's own state store (hub/internal/state), which aggregates the
-//     pylons' reports (hub.md §6.2–6.3) and applies pending reservations
-//     (§6.5: made at dispatch on the chosen backend, dropped when that
-//     backend's next report is applied). The proxy's loop is mirrored: a
-//     Decision.Wait re-decides after min(wait, 25 ms) until the 60 s
-//     deadline, with the same routing.Request (so the set-once session
-//     classification survives waits); no choice and no wait is a 503.
+//     routing pass is dispatch.Decide, the pass the proxy runs
+//     (docs/design/hub-request.md#routing-pass), on a routing.Snapshot
+//     published by the hub's own state store (hub/internal/state), which
+//     aggregates the pylons' reports
+//     (docs/design/routing-state.md#cluster-aggregation) and applies
+//     pending reservations (docs/design/routing-state.md#reservations:
+//     made at dispatch on the chosen backend, dropped when that backend's
+//     next report is applied). So input-work admission, the pick, the
+//     timed waits and the set-once session classification are the hub's;
+//     only the reaction differs: a wait schedules the next pass as an
+//     event where the proxy sleeps, and a refusal or a pass with no choice
+//     and no wait is a 503.
 //   - Engines are the mock engine's models: the KV prefix cache is
 //     pkg/mockengine/kvcache itself (prompts rendered as the mock renders
 //     chat, "role:content\n", with workload.UserText messages and

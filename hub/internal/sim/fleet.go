@@ -38,8 +38,8 @@ type Region struct {
 }
 
 // Cluster is one routing cluster: Engines identical mock engines, each
-// behind its own pylon (one backend per engine, as in the reference
-// campaign's mock-engine + pylon pairs).
+// behind its own pylon (one backend per engine, as in upstream Stargate's
+// published campaign, whose clusters were mock-engine + pylon pairs).
 type Cluster struct {
 	ID      string     `json:"id"`
 	Region  string     `json:"region"`
@@ -69,14 +69,14 @@ type EngineSpec struct {
 	ReportedInputTPS float64 `json:"reported_input_tps,omitempty"`
 	// ReportMaxConcurrency makes the pylon publish MaxConcurrency as
 	// max_engine_concurrency (pylon --max-engine-concurrency); false
-	// publishes 0 (unknown), as the reference pylon does.
+	// publishes 0 (unknown), as upstream Stargate's pylon does.
 	ReportMaxConcurrency bool `json:"report_max_concurrency"`
 }
 
 // Pylon is how every pylon reports: a full snapshot every IntervalMs, and
 // (ChangeGapMs > 0) also as soon as its statistics change, but no sooner
 // than ChangeGapMs after the previous one — our pylon's rule (50 ms); 0
-// reports only on the interval, the reference pylon's rule.
+// reports only on the interval, upstream Stargate's pylon's rule.
 type Pylon struct {
 	IntervalMs  float64 `json:"interval_ms"`
 	ChangeGapMs float64 `json:"change_gap_ms"`

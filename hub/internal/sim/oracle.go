@@ -23,7 +23,7 @@ func (r *runner) oracleDecide(rs *reqState) {
 		}
 	}
 	if best == nil {
-		r.reject(rs)
+		r.reject(rs, "no_engine")
 		return
 	}
 	rs.rankDepth = 1

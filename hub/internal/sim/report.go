@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stargate-router/stargate/hub/internal/dispatch"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 )
 
@@ -19,9 +20,12 @@ type ArmResult struct {
 	Algorithm string `json:"algorithm"`
 	Requests  int    `json:"requests"`
 	Completed int    `json:"completed"`
-	// Rejected requests got no cluster (503: no choice and no timed wait,
-	// or the 60 s routing deadline passed).
+	// Rejected requests got no cluster (503: input-work admission, no
+	// choice and no timed wait, or the 60 s routing deadline passed).
 	Rejected int `json:"rejected"`
+	// Admission splits the input-work admission rejections among Rejected
+	// by reason; nil for an arm without max_input_work_seconds.
+	Admission *AdmissionRejections `json:"admission_rejections,omitempty"`
 
 	TTFTMs  Latency `json:"ttft_ms"`
 	E2EMs   Latency `json:"e2e_ms"`
@@ -41,6 +45,27 @@ type ArmResult struct {
 	// arms only) by state and selection class, as
 	// stargate_routing_session_selections_total would.
 	SessionStates []StateCount `json:"session_states"`
+}
+
+// AdmissionRejections counts requests input-work admission refused, by
+// the reason stargate_admission_rejections_total would carry.
+type AdmissionRejections struct {
+	// InputWorkLimit: the queued input would take longer than
+	// max_input_work_seconds.
+	InputWorkLimit int `json:"input_work_limit_exceeded"`
+	// InputWorkUnavailable: no eligible cluster reported a usable input
+	// rate.
+	InputWorkUnavailable int `json:"input_work_capacity_unavailable"`
+}
+
+// count adds one rejection with reason; other reasons are not admission's.
+func (a *AdmissionRejections) count(reason string) {
+	switch reason {
+	case dispatch.ReasonInputWorkLimit:
+		a.InputWorkLimit++
+	case dispatch.ReasonInputWorkUnavailable:
+		a.InputWorkUnavailable++
+	}
 }
 
 // Latency summarises a distribution (nearest-rank percentiles).
@@ -98,9 +123,12 @@ type StateCount struct {
 }
 
 func (r *runner) result() *ArmResult {
-	res := &ArmResult{Name: r.arm.Name, Algorithm: r.route.Algorithm, Requests: len(r.reqs)}
-	if r.arm.Oracle {
-		res.Algorithm = OracleName
+	res := &ArmResult{Name: r.arm.Name, Algorithm: OracleName, Requests: len(r.reqs)}
+	if r.hub != nil {
+		res.Algorithm = r.hub.route.Algorithm
+		if r.hub.route.HasInputWorkLimit {
+			res.Admission = &AdmissionRejections{}
+		}
 	}
 	var ttft, e2e, route []float64
 	var newP, newC, retP, retC int64
@@ -122,6 +150,9 @@ func (r *runner) result() *ArmResult {
 		res.Waits += rs.waits
 		if rs.rejected {
 			res.Rejected++
+			if res.Admission != nil {
+				res.Admission.count(rs.rejectReason)
+			}
 			continue
 		}
 		if !rs.dispatched {
@@ -311,6 +342,14 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	}
 	f1 := func(x float64) string { return fmt.Sprintf("%.1f", x) }
 	row("requests (completed / rejected)", func(a *ArmResult) string { return fmt.Sprintf("%d / %d", a.Completed, a.Rejected) })
+	if slices.ContainsFunc(rep.Arms, func(a *ArmResult) bool { return a.Admission != nil }) {
+		row("rejected by admission: work limit / no input rate", func(a *ArmResult) string {
+			if a.Admission == nil {
+				return "–"
+			}
+			return fmt.Sprintf("%d / %d", a.Admission.InputWorkLimit, a.Admission.InputWorkUnavailable)
+		})
+	}
 	row("TTFT p50 ms", func(a *ArmResult) string { return f1(a.TTFTMs.P50) })
 	row("TTFT p90 ms", func(a *ArmResult) string { return f1(a.TTFTMs.P90) })
 	row("TTFT p99 ms", func(a *ArmResult) string { return f1(a.TTFTMs.P99) })

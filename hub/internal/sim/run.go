@@ -10,12 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stargate-router/stargate/hub/internal/lbconfig"
-	"github.com/stargate-router/stargate/hub/internal/lbfactory"
-	"github.com/stargate-router/stargate/hub/internal/proxy"
+	"github.com/stargate-router/stargate/hub/internal/dispatch"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
-	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/mockengine/kvcache"
 	"github.com/stargate-router/stargate/pkg/protocol"
 	"github.com/stargate-router/stargate/pkg/workload"
@@ -25,25 +22,26 @@ import (
 // clock.
 var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Options tune the hub side of a run; the zero value means the proxy's
-// defaults.
+// Options tune the hub side of a run; the zero value means the hub's
+// defaults (dispatch.DefaultLimits).
 type Options struct {
 	// Seed seeds the load balancers' random source (the same stream for
 	// every arm: common random numbers).
 	Seed uint64
 	// MaxRoutingWait is the routing deadline after a request starts (the
-	// proxy's 60 s without x-max-wait-ms).
+	// hub's 60 s for a request without x-max-wait-ms).
 	MaxRoutingWait time.Duration
 	// MaxWaitPoll caps one sleep of a timed routing wait (25 ms).
 	MaxWaitPoll time.Duration
 }
 
 func (o Options) withDefaults() Options {
+	d := dispatch.DefaultLimits()
 	if o.MaxRoutingWait <= 0 {
-		o.MaxRoutingWait = 60 * time.Second
+		o.MaxRoutingWait = d.MaxRoutingWait
 	}
 	if o.MaxWaitPoll <= 0 {
-		o.MaxWaitPoll = 25 * time.Millisecond
+		o.MaxWaitPoll = d.MaxWaitPoll
 	}
 	return o
 }
@@ -75,13 +73,15 @@ type flight struct {
 
 // reqState is one workload request during a run.
 type reqState struct {
-	idx       int
-	pr        *preq
-	wr        *workload.Request
-	start     int64
-	waitUntil int64
-	rreq      routing.Request
-	waits     int
+	idx   int
+	pr    *preq
+	wr    *workload.Request
+	start int64
+	// pass is the request's routing state across its passes (the
+	// load balancer's request with its set-once session class, and the
+	// wait deadline).
+	pass  dispatch.Pass
+	waits int
 
 	dispatched bool
 	cluster    string
@@ -93,7 +93,10 @@ type reqState struct {
 	e2e        int64
 	cached     int
 	rejected   bool
-	done       bool
+	// rejectReason is why: an admission reason (dispatch.Reason*), or
+	// the kind of a pass that found no cluster.
+	rejectReason string
+	done         bool
 }
 
 // engine is one mock engine with its pylon.
@@ -176,20 +179,17 @@ type runner struct {
 	opts  Options
 	arm   Arm
 
-	now    int64
-	q      eventQueue
-	seq    uint64
-	target routing.Target
+	now int64
+	q   eventQueue
+	seq uint64
 
 	clusters []*simCluster
 	engines  []*engine
 	byID     map[string]*engine
 
-	// hub (nil store for the oracle)
-	clk   *clock.Fake
-	store *state.Store
-	route proxy.Route
-	rng   *rand.Rand
+	// hub is nil for the oracle; rng is the load balancers' stream.
+	hub *hub
+	rng *rand.Rand
 
 	// gateway: session → last serving cluster
 	lastCluster map[string]string
@@ -220,8 +220,8 @@ func (r *runner) step() bool {
 	}
 	ev := heap.Pop(&r.q).(event)
 	r.now = ev.at
-	if r.clk != nil {
-		r.clk.Set(r.wall(r.now))
+	if r.hub != nil {
+		r.hub.clk.Set(r.wall(r.now))
 	}
 	r.handle(&ev)
 	return true
@@ -236,7 +236,6 @@ func newRunner(p *Prepared, fleet Fleet, arm Arm, opts Options) (*runner, error)
 		return nil, fmt.Errorf("workload prepared for %d-token blocks, fleet has %d", p.BlockTokens, fleet.BlockTokens)
 	}
 	r := &runner{p: p, fleet: &fleet, opts: opts.withDefaults(), arm: arm,
-		target:      routing.Target{Model: p.Model},
 		byID:        map[string]*engine{},
 		lastCluster: map[string]string{},
 		interval:    int64(msDuration(fleet.Pylon.IntervalMs)),
@@ -273,26 +272,12 @@ func (r *runner) build() error {
 	if r.arm.Oracle {
 		return nil
 	}
-	cfgText := []byte(replaceModel(string(r.arm.Config), r.p.Model))
-	cfg, err := lbconfig.Parse(cfgText)
+	h, err := newHub([]byte(replaceModel(string(r.arm.Config), r.p.Model)), r.p.Model, r.opts)
 	if err != nil {
-		return fmt.Errorf("arm %s: %w", r.arm.Name, err)
+		return armError(r.arm.Name, err)
 	}
-	r.clk = clock.NewFake(Epoch)
-	res, err := lbconfig.NewResolver(cfg, lbfactory.New, lbconfig.Options{Clock: r.clk})
-	if err != nil {
-		return fmt.Errorf("arm %s: %w", r.arm.Name, err)
-	}
-	route, oerr := res.Resolve(r.target, "")
-	if oerr != nil {
-		return fmt.Errorf("arm %s: %s", r.arm.Name, oerr.Message)
-	}
-	if route.HasInputWorkLimit {
-		return fmt.Errorf("arm %s: max_input_work_seconds (input-work admission) is not simulated", r.arm.Name)
-	}
-	r.route = route
+	r.hub = h
 	r.rng = rand.New(rand.NewPCG(r.opts.Seed, 0x73696d)) //nolint:gosec // G404: a seeded simulation stream
-	r.store = state.New(r.clk)
 	return nil
 }
 
@@ -316,9 +301,9 @@ func (r *runner) schedule(at int64, ev event) {
 // start registers every pylon at time 0 (the hub sees all backends before
 // traffic), staggers their periodic reports, and schedules the arrivals.
 func (r *runner) start() {
-	if r.store != nil {
+	if r.hub != nil {
 		for k, e := range r.engines {
-			r.store.Apply(state.Backend{ID: e.id, ClusterID: e.c.id, URL: "quic://127.0.0.1:1"}, r.registration(e), e.c.rtt, true)
+			r.hub.store.Apply(state.Backend{ID: e.id, ClusterID: e.c.id, URL: "quic://127.0.0.1:1"}, r.registration(e), e.c.rtt, true)
 			e.nextPeriodic = r.interval * int64(k+1) / int64(len(r.engines))
 			r.schedule(e.nextPeriodic, event{kind: evReport, e: e, n: e.reportSeq})
 		}
@@ -369,83 +354,61 @@ func (r *runner) handle(ev *event) {
 		r.report(ev.e, ev.n)
 	case evApply:
 		e := ev.e
-		r.store.Apply(state.Backend{ID: e.id, ClusterID: e.c.id, URL: "quic://127.0.0.1:1"}, ev.reg, e.c.rtt, true)
+		r.hub.store.Apply(state.Backend{ID: e.id, ClusterID: e.c.id, URL: "quic://127.0.0.1:1"}, ev.reg, e.c.rtt, true)
 	}
 }
 
 // arrive is the gateway sending a request to the hub.
 func (r *runner) arrive(rs *reqState) {
 	rs.start = r.now
-	rs.waitUntil = r.now + int64(r.opts.MaxRoutingWait)
-	rs.rreq = routing.Request{
-		ID:          strconv.Itoa(rs.idx),
-		InputTokens: uint64(rs.pr.tokens),
-		AffinityKey: rs.pr.affinity,
-		ReceivedAt:  r.wall(r.now),
-	}
-	if r.route.LastClusterAffinity && rs.pr.session != "" {
-		rs.rreq.LastClusterID = r.lastCluster[rs.pr.session]
+	if r.hub != nil {
+		rreq := routing.Request{
+			ID:          strconv.Itoa(rs.idx),
+			InputTokens: uint64(rs.pr.tokens),
+			AffinityKey: rs.pr.affinity,
+			ReceivedAt:  r.wall(r.now),
+		}
+		if r.hub.route.LastClusterAffinity && rs.pr.session != "" {
+			rreq.LastClusterID = r.lastCluster[rs.pr.session]
+		}
+		rs.pass = r.hub.newPass(rreq)
 	}
 	r.decide(rs)
 }
 
-// decide is one pass of the proxy's routing loop (hub.md §3.3, §5.7): a
-// fresh snapshot, one Pick, and on a timed wait a re-decision after
-// min(wait, 25 ms, time to the deadline). The routing.Request, and so its
-// set-once session classification, is reused across waits.
+// decide runs one routing pass for rs and acts on its outcome: a wait
+// schedules the next pass, a choice dispatches to the reserved backend,
+// anything else rejects the request (a 503 on the hub). The pass state,
+// and with it the set-once session classification, lives in rs across
+// waits.
 func (r *runner) decide(rs *reqState) {
 	if r.arm.Oracle {
 		r.oracleDecide(rs)
 		return
 	}
-	snap := r.store.Snapshot(r.target)
-	if snap == nil || len(snap.Clusters) == 0 {
-		r.reject(rs)
-		return
-	}
-	dec, ok := r.route.Picker.Pick(&rs.rreq, snap, r.wall(r.now), r.rng)
-	if !ok {
-		if dec.Wait > 0 && r.now < rs.waitUntil {
-			w := min(int64(dec.Wait), int64(r.opts.MaxWaitPoll), rs.waitUntil-r.now)
-			rs.waits++
-			r.schedule(r.now+w, event{kind: evDecide, r: rs})
-			return
+	out, b, ok := r.hub.pass(&rs.pass, r.wall(r.now), r.rng)
+	switch {
+	case !ok:
+		r.reject(rs, "no_backend")
+	case out.Kind == dispatch.Wait:
+		rs.waits++
+		r.schedule(r.now+int64(out.Wait), event{kind: evDecide, r: rs})
+	case out.Kind == dispatch.Chosen:
+		rs.rankDepth = out.Decision.RankDepth
+		if out.SessionSelection != "" {
+			rs.sessState, rs.sessSel = rs.pass.Req.Session, out.SessionSelection
 		}
-		r.reject(rs)
-		return
+		r.dispatch(rs, r.byID[b.ID])
+	case out.Kind == dispatch.Rejected:
+		r.reject(rs, out.Reason)
+	default:
+		r.reject(rs, out.Kind.String())
 	}
-	rs.rankDepth = dec.RankDepth
-	if r.route.LastClusterAffinity && rs.rreq.Session != routing.SessionUnclassified {
-		rs.sessState = rs.rreq.Session
-		rs.sessSel = sessionSelection(&rs.rreq, &dec)
-	}
-	b, ok := r.store.NextBackend(r.target, dec.ClusterID, nil)
-	if !ok {
-		r.reject(rs)
-		return
-	}
-	r.store.Reserve(r.target, dec.ClusterID, b.ID, rs.rreq.InputTokens, rs.rreq.Priority)
-	r.dispatch(rs, r.byID[b.ID])
 }
 
-// sessionSelection is the proxy's session selection class (hub.md §10.6):
-// a returning session's choice is primary when it went to its last
-// cluster, a new or stale one's when it came from the affinity group.
-func sessionSelection(req *routing.Request, dec *routing.Decision) string {
-	if req.Session == routing.SessionReturning {
-		if dec.ClusterID == req.LastClusterID {
-			return "primary"
-		}
-		return "fallback"
-	}
-	if dec.RankDepth <= max(dec.GroupSize, 1) {
-		return "primary"
-	}
-	return "fallback"
-}
-
-func (r *runner) reject(rs *reqState) {
+func (r *runner) reject(rs *reqState, reason string) {
 	rs.rejected = true
+	rs.rejectReason = reason
 	rs.routed = r.now
 	r.complete(rs, r.now)
 }
@@ -569,7 +532,7 @@ func (r *runner) finish(f *flight) {
 // changed is a pylon stats change: with a change gap, the pylon reports
 // as soon as the gap since its last report allows.
 func (r *runner) changed(e *engine) {
-	if r.store == nil || r.gap <= 0 || e.changePending {
+	if r.hub == nil || r.gap <= 0 || e.changePending {
 		return
 	}
 	at := max(r.now, e.lastReport+r.gap)
@@ -581,7 +544,8 @@ func (r *runner) changed(e *engine) {
 }
 
 // report is a pylon sending its snapshot; the hub applies it half an RTT
-// later (dropping that backend's reservations, hub.md §6.5).
+// later (dropping that backend's reservations, since the report now counts
+// its requests; docs/design/routing-state.md#reservations).
 func (r *runner) report(e *engine, seq uint64) {
 	if seq != e.reportSeq {
 		return
@@ -595,7 +559,8 @@ func (r *runner) report(e *engine, seq uint64) {
 	r.schedule(r.now+int64(e.c.rtt/2), event{kind: evApply, e: e, reg: reg})
 }
 
-// registration is what the engine's pylon publishes now (pylon.md §2.1):
+// registration is what the engine's pylon publishes now
+// (docs/design/statistics.md#fields):
 // queue fields from the live requests' phases, a pinned input TPS, the
 // engine's concurrency when configured, and the KV counters.
 func (r *runner) registration(e *engine) *protocol.Registration {

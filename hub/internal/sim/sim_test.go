@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stargate-router/stargate/hub/internal/dispatch"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 )
 
@@ -249,10 +251,11 @@ func runUntil(r *runner, at time.Duration) {
 	}
 }
 
-// Reservations (hub.md §6.5): a dispatch adds queue_size+1, its tokens to
-// queued_input_size and running+1 to its cluster at once; the sibling
-// backend's report keeps it, the chosen backend's next report drops it
-// (that report now counts the request itself).
+// Reservations (docs/design/routing-state.md#reservations): a dispatch adds
+// queue_size+1, its tokens to queued_input_size and running+1 to its
+// cluster at once; the sibling backend's report keeps it, the chosen
+// backend's next report drops it (that report now counts the request
+// itself).
 func TestReservationAccounting(t *testing.T) {
 	f := equalFleet(1, 2, 25, 2)
 	f.Pylon.ChangeGapMs = 0 // reports only every second: engine 0 at 500 ms, engine 1 at 1000 ms
@@ -265,7 +268,7 @@ func TestReservationAccounting(t *testing.T) {
 	tok0, tok1 := uint64(p.reqs[0].tokens), uint64(p.reqs[1].tokens)
 	check := func(when string, queue, queued, running uint64) {
 		t.Helper()
-		s := r.store.Snapshot(r.target).Clusters[0].Stats
+		s := r.hub.store.Snapshot(r.hub.target).Clusters[0].Stats
 		if s.QueueSize != queue || s.QueuedInputSize != queued || s.NumRunningQueries != running {
 			t.Errorf("%s: queue_size %d queued_input_size %d num_running_queries %d, want %d %d %d",
 				when, s.QueueSize, s.QueuedInputSize, s.NumRunningQueries, queue, queued, running)
@@ -313,5 +316,45 @@ func TestPylonCadence(t *testing.T) {
 		2100 * time.Millisecond, 3000 * time.Millisecond, 3050 * time.Millisecond}
 	if !slices.Equal(reports, want) {
 		t.Errorf("reports at %v, want %v", reports, want)
+	}
+}
+
+// Input-work admission runs in the simulator as in the hub: with
+// max_input_work_seconds 0.01 on two idle 64000 tok/s engines, a request
+// of about 1000 tokens (1000 / 128000 s) is admitted and one of about 2000
+// (2000 / 128000 s > 0.01 s) is rejected, and the report counts the
+// rejection by reason. An arm without the field reports no admission row.
+func TestInputWorkAdmission(t *testing.T) {
+	f := equalFleet(2, 1, 25, 1)
+	p := prepare(t, openWorkload(t, oreq{0, "", 1, 1000, 1}, oreq{1000, "", 1, 2000, 1}, oreq{2000, "", 1, 900, 1}), f)
+	arm := Arm{Name: "limited", Config: []byte(`{"models":{"$MODEL":{"algorithm":"power-of-n","max_input_work_seconds":0.01}}}`)}
+	r := runArm(t, p, f, arm, Options{Seed: 1})
+	for i, want := range []bool{false, true, false} {
+		if rs := &r.reqs[i]; rs.rejected != want {
+			t.Errorf("request %d (%d tokens): rejected %v (%s), want %v", i, rs.pr.tokens, rs.rejected, rs.rejectReason, want)
+		}
+	}
+	if got := r.reqs[1].rejectReason; got != dispatch.ReasonInputWorkLimit {
+		t.Errorf("reason %q, want %s", got, dispatch.ReasonInputWorkLimit)
+	}
+	res := r.result()
+	if res.Rejected != 1 || res.Admission == nil || *res.Admission != (AdmissionRejections{InputWorkLimit: 1}) {
+		t.Errorf("rejected %d, admission %+v, want 1 work-limit rejection", res.Rejected, res.Admission)
+	}
+	rep := &Report{Arms: []*ArmResult{res, runArm(t, p, f, builtin(t, "power-of-n"), Options{Seed: 1}).result()}}
+	var b bytes.Buffer
+	if err := rep.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| rejected by admission: work limit / no input rate | 1 / 0 | – |") {
+		t.Errorf("no admission row in\n%s", b.String())
+	}
+	rep.Arms = rep.Arms[1:]
+	b.Reset()
+	if err := rep.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "admission") {
+		t.Errorf("an admission row without an arm that admits:\n%s", b.String())
 	}
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // aggregate builds a cluster's view from its active backends (sorted by id,
-// at least one) per hub.md §6.2 and §6.3:
+// at least one), per docs/design/routing-state.md#cluster-aggregation:
 //
 //   - sums: last_mean_input_tps (valid values only: positive and finite),
 //     output_tps, queue_size, queued_input_size, input_processing_queries,
@@ -55,8 +55,9 @@ func aggregate(clusterID string, backends []*member, source string) routing.Clus
 		out.StatsCapabilities = appendUnique(out.StatsCapabilities, st.StatsCapabilities)
 		out.StatsSources = appendUnique(out.StatsSources, st.StatsSources)
 	}
-	// A sum of finite values can still overflow to +Inf; the reference then
-	// reports 0 (no usable rate) rather than an infinite one.
+	// A sum of finite values can still overflow to +Inf; report 0 (no
+	// usable rate) rather than an infinite one, as upstream Stargate does:
+	// an infinite rate would make every estimate of the cluster 0.
 	if math.IsInf(out.LastMeanInputTPS, 0) {
 		out.LastMeanInputTPS = 0
 	}
@@ -65,7 +66,8 @@ func aggregate(clusterID string, backends []*member, source string) routing.Clus
 	}
 	// A cluster's peak is its greatest backend peak, and only when every
 	// backend knows one: a backend still warming up would otherwise hide
-	// behind a sibling's number (hub.md §5.4 [L]).
+	// behind a sibling's number, and the cluster would win pulsar keys for
+	// capacity it has not shown.
 	if !allPeaks {
 		out.MaxInputTPS = 0
 	}
@@ -129,8 +131,9 @@ func satAdd(a, b uint64) uint64 {
 }
 
 // validTPS, queueTimeDeltaMs and priorityEstimate restate the lb package's
-// ValidTPS, QueueTimeDeltaMs and PriorityMapEstimate (hub.md §4), which the
-// state store may not import; a test pins them together.
+// ValidTPS, QueueTimeDeltaMs and PriorityMapEstimate
+// (docs/design/algorithms.md#estimates), which the state store may not
+// import; a test pins them together.
 
 func validTPS(x float64) bool { return x > 0 && !math.IsInf(x, 1) && !math.IsNaN(x) }
 

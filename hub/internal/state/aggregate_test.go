@@ -10,8 +10,9 @@ import (
 	"github.com/stargate-router/stargate/pkg/protocol"
 )
 
-// Two backends of one cluster, field by field (hub.md §6.2): b is processed
-// last, so it is the latest-wins source.
+// Two backends of one cluster, field by field
+// (docs/design/routing-state.md#cluster-aggregation): b is processed last,
+// so it is the latest-wins source.
 func TestAggregateTwoBackends(t *testing.T) {
 	s, clk := newStore()
 	a := protocol.ModelStats{
@@ -123,7 +124,8 @@ func TestAggregateSaturates(t *testing.T) {
 
 // The latest-wins source is the backend processed last; when it leaves, the
 // one received most recently takes over, and a departure of any other
-// backend keeps the source (hub.md §6.2).
+// backend keeps the source
+// (docs/design/routing-state.md#cluster-aggregation).
 func TestLatestWinsSourceAfterRemoval(t *testing.T) {
 	s, clk := newStore()
 	// Each backend's KV capacity names it: w=1, x=2, y=3, z=4.

@@ -1,7 +1,7 @@
 // Package state is the single owner of the hub's routing state: which
 // backends (pylon registrations) serve which routing targets, their latest
-// statistics and RTT, the per-cluster aggregates of hub.md §6.2–6.3, and the
-// pending reservations of §6.5.
+// statistics and RTT, the per-cluster aggregates and the pending
+// reservations. docs/design/routing-state.md is the contract it implements.
 //
 // Writers (registration streams and the proxy's reservations) serialise on
 // one mutex and publish, after every change, an immutable *routing.Snapshot
@@ -13,6 +13,7 @@
 // The package knows nothing about load-balancing algorithms (it never imports
 // lb) and keeps no per-target load-balancer state: the proxy owns pickers and
 // can key their state on Snapshot.Generation. Time comes from the injected
-// clock.Clock; reservations have no timer (§6.5) and no other staleness rule
-// lives here (the registration idle timeout is the caller's).
+// clock.Clock; reservations have no timer (a backend's next registration
+// snapshot replaces them) and no other staleness rule lives here (the
+// registration idle timeout is the caller's).
 package state

@@ -7,8 +7,8 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/lb"
 )
 
-// The store restates three of lb's §4 primitives because it may not import
-// lb; this pins the copies to the originals.
+// The store restates three of lb's estimate primitives because it may not
+// import lb; this pins the copies to the originals.
 func TestHelpersMatchLB(t *testing.T) {
 	for _, x := range []float64{-1, 0, 1e-300, 1, 3, 2200.5, math.MaxFloat64, math.Inf(1), math.Inf(-1), math.NaN()} {
 		if validTPS(x) != lb.ValidTPS(x) {

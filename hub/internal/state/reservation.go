@@ -9,9 +9,9 @@ import (
 	"github.com/stargate-router/stargate/pkg/protocol"
 )
 
-// reservation is one pending assignment (hub.md §6.5): a request sent to
-// backendID in cluster c of target t, not yet visible in that backend's
-// statistics.
+// reservation is one pending assignment
+// (docs/design/routing-state.md#reservations): a request sent to backendID
+// in cluster c of target t, not yet visible in that backend's statistics.
 type reservation struct {
 	id        uint64
 	t         *target
@@ -55,9 +55,10 @@ func (r Reservation) Release() {
 
 // Reserve records that a request of tokens input tokens at priority prio is
 // being sent to backendID in cluster clusterID of t, and publishes a new
-// snapshot of t in which that cluster carries it (hub.md §6.5). It places
-// nothing, and returns a no-op handle, when backendID is not an active
-// backend of that cluster of t.
+// snapshot of t in which that cluster carries it
+// (docs/design/routing-state.md#reservations). It places nothing, and
+// returns a no-op handle, when backendID is not an active backend of that
+// cluster of t.
 func (s *Store) Reserve(t routing.Target, clusterID, backendID string, tokens uint64, prio uint32) Reservation {
 	now := s.clk.Now()
 	s.mu.Lock()
@@ -117,9 +118,9 @@ func (s *Store) dropBackendReservations(c *change, bs *backendState) {
 }
 
 // applyReservations adds the pending reservations, in creation order, to a
-// cluster's aggregate (hub.md §6.5). Each one adds 1 to queue_size and
-// num_running_queries and its tokens to queued_input_size and
-// total_query_input_size, saturating. When the priority map is non-empty:
+// cluster's aggregate (docs/design/routing-state.md#reservations). Each one
+// adds 1 to queue_size and num_running_queries and its tokens to
+// queued_input_size and total_query_input_size, saturating. When the priority map is non-empty:
 // tokens with no valid TPS clear the whole map (the estimate then falls back
 // to tokens/TPS, which is +Inf); otherwise δ = ceil(1000·tokens/tps) is added
 // to the estimate at the reservation's priority p (creating key p from the

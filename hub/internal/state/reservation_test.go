@@ -17,7 +17,8 @@ type res struct {
 	prio uint32
 }
 
-// Reservations change a cluster's view exactly as hub.md §6.5 says.
+// Reservations change a cluster's view exactly as
+// docs/design/routing-state.md#reservations says.
 func TestReservationAppliedFields(t *testing.T) {
 	base := func(tps float64, pm map[uint32]uint64) protocol.ModelStats {
 		return protocol.ModelStats{LastMeanInputTPS: tps, QueueSize: 2, QueuedInputSize: 100,

@@ -159,7 +159,8 @@ func (s *Store) Snapshot(t routing.Target) *routing.Snapshot {
 
 // Registered reports whether some live registration advertises t.Model
 // under t.RoutingKey, whatever its status: a registered target without an
-// active backend answers 503, an unregistered one 404 (hub.md §6.4).
+// active backend answers 503, an unregistered one 404
+// (docs/design/routing-state.md#targets-and-generations).
 func (s *Store) Registered(t routing.Target) bool {
 	_, ok := (*s.index.Load())[t]
 	return ok
@@ -168,8 +169,9 @@ func (s *Store) Registered(t routing.Target) bool {
 // NextBackend returns the next backend of cluster clusterID for t by
 // per-cluster round robin over its active backends in id order, passing over
 // those skip rejects (skip may be nil; it may be called twice per backend and
-// must answer consistently). Like the reference, the counter advances by one
-// per call and indexes the eligible backends modulo their number. It reports
+// must answer consistently). As in upstream Stargate, the counter advances
+// by one per call and indexes the eligible backends modulo their number
+// (docs/design/routing-state.md#backends-inside-a-cluster). It reports
 // false when the cluster has no active backend or skip rejects them all.
 func (s *Store) NextBackend(t routing.Target, clusterID string, skip func(backendID string) bool) (Backend, bool) {
 	p := s.published(t)
@@ -224,9 +226,10 @@ func (s *Store) ActiveModels(routingKey string) []string {
 
 // ---- writers ----
 
-// Apply applies one full registration snapshot of backend b (hub.md §6.1):
+// Apply applies one full registration snapshot of backend b
+// (docs/design/routing-state.md#registration):
 //   - every pending reservation of b is dropped first, in every target: its
-//     snapshot now accounts for those requests (§6.5);
+//     snapshot now accounts for those requests;
 //   - models b advertised before and reg no longer lists are withdrawn;
 //   - a model whose status is Active, whose stats are present and for which
 //     rttKnown is true is upserted with those stats and rtt, received now;
@@ -391,8 +394,8 @@ func (s *Store) removeMember(c *change, t *target, bs *backendState) {
 		return
 	}
 	if cl.source == bs.b.ID {
-		// The source left: the backend received most recently takes over
-		// (hub.md §6.2); among equal receive times, the one processed last.
+		// The source left: the backend received most recently takes over;
+		// among equal receive times, the one processed last.
 		src := cl.backends[0]
 		for _, m := range cl.backends[1:] {
 			if m.receivedAt.After(src.receivedAt) || (m.receivedAt.Equal(src.receivedAt) && m.seq > src.seq) {

@@ -13,5 +13,7 @@
 // for the session's HTTP/2 connection.
 //
 // The hub never dials: a pylon that cannot reach the hub's listener is not
-// reachable at all, by design (pylon.md §1.6, property 1).
+// reachable at all, by design. Pylons open every connection, so the hub
+// needs no inbound route into a cluster
+// (docs/protocol.md#1-connection-lifecycle).
 package tunnel

@@ -10,11 +10,12 @@ import (
 )
 
 // This file is the only place that touches golang.org/x/net/http2, which
-// v0.62 marks deprecated in favour of net/http's own HTTP/2. The design
-// (tooling.md §9) is the classic x/net ClientConn over a connection the hub
-// already holds, which is what was measured; on Go 1.27 x/net maps these
-// same types onto net/http. Keeping them behind clientConn makes a later
-// switch to http.Transport.NewClientConn a one-file change.
+// v0.62 marks deprecated in favour of net/http's own HTTP/2. The tunnel is
+// the classic x/net ClientConn over a connection the hub already holds:
+// that is the implementation its streaming, cancellation and failure
+// behaviour was measured with on Go 1.26. On Go 1.27 x/net maps these same
+// types onto net/http. Keeping them behind clientConn makes a later switch
+// to http.Transport.NewClientConn a one-file change.
 
 // clientConn is what a session needs from its HTTP/2 client connection.
 type clientConn interface {
@@ -39,10 +40,10 @@ func newH2Client(pingInterval, pingTimeout time.Duration) h2Client {
 	return h2Client{t: &http2.Transport{
 		// A bare ClientConn cannot open a second connection, so without
 		// Strict a request over the pylon's stream limit fails at once
-		// instead of waiting its turn (tooling.md §9, Concurrency).
+		// ("client conn not usable") instead of waiting its turn.
 		StrictMaxConcurrentStreams: true,
-		// Blackhole detection: without these neither side notices a peer
-		// that vanished without FIN or RST (tooling.md §9).
+		// Blackhole detection: with x/net's defaults neither side ever
+		// notices a peer that vanished without FIN or RST.
 		ReadIdleTimeout: max(pingInterval, 0),
 		PingTimeout:     pingTimeout,
 		// The tunnel is transparent: the proxy forwards the client's own

@@ -30,7 +30,7 @@ const (
 	// DefaultPingInterval and DefaultPingTimeout bound how long a
 	// blackholed connection (no FIN, no RST) survives: with defaults the
 	// HTTP/2 layer closes it about 10 s after the last frame arrived.
-	// tooling.md §9 measured that without them neither side ever notices.
+	// Without PINGs neither side ever notices such a connection.
 	DefaultPingInterval = 5 * time.Second
 	DefaultPingTimeout  = 5 * time.Second
 )
@@ -62,7 +62,8 @@ type Handler interface {
 	// Registered is called for every registration snapshot line. rtt is the
 	// latest /health round trip measured over the tunnel and is meaningful
 	// only when rttKnown; a backend without a known RTT must not be routed
-	// to (hub.md §6.1). reg is freshly decoded and may be retained.
+	// to (docs/design/routing-state.md#registration). reg is freshly decoded
+	// and may be retained.
 	Registered(b Backend, reg *protocol.Registration, rtt time.Duration, rttKnown bool)
 	// Disconnected is called exactly once when a session ends, whatever the
 	// reason: every route of b must go.
@@ -97,8 +98,9 @@ type Config struct {
 	// HealthTimeout bounds one /health probe.
 	HealthTimeout time.Duration
 	// MinIdleTimeout and MaxIdleTimeout clamp the registration idle timeout,
-	// 3 × the pylon's heartbeat (hub.md §6.1). A negative value in either
-	// disables the idle timeout, like the reference's 0.
+	// 3 × the pylon's heartbeat (docs/protocol.md#5-timeouts-and-backoff). A
+	// negative value in either disables the idle timeout; the hub's flags
+	// map their 0 to it, the value upstream Stargate uses for "disabled".
 	MinIdleTimeout time.Duration
 	MaxIdleTimeout time.Duration
 	// PingInterval is how long the HTTP/2 connection may go without any
@@ -301,7 +303,7 @@ func (s *Server) handshake(ctx context.Context, conn net.Conn, remote string) *s
 		}
 	}
 	// Read straight from the conn: a bufio.Reader here could swallow the
-	// HTTP/2 bytes that follow the frame (tooling.md §9).
+	// HTTP/2 bytes that follow the frame.
 	var hs protocol.Handshake
 	if err := protocol.ReadFrame(conn, &hs); err != nil {
 		s.log.Warn("tunnel: reading handshake failed", "remote_addr", remote, "err", err)

@@ -78,7 +78,8 @@ func newSession(parent context.Context, srv *Server, hs *protocol.Handshake, rem
 }
 
 // idleTimeout is clamp(3 × heartbeat, lo, hi), hi for an unknown (0)
-// heartbeat, and 0 (disabled) when either bound is negative (hub.md §6.1).
+// heartbeat, and 0 (disabled) when either bound is negative
+// (docs/protocol.md#5-timeouts-and-backoff).
 func idleTimeout(heartbeatMs uint64, lo, hi time.Duration) time.Duration {
 	if lo < 0 || hi < 0 {
 		return 0
@@ -177,7 +178,8 @@ func (s *session) readRegistrations() {
 }
 
 // checkRegistration enforces that the handshake fixed the identity: a
-// snapshot may not speak for another server or cluster (hub.md §6.1).
+// snapshot may not speak for another server or cluster
+// (docs/protocol.md#3-the-registration-stream).
 func (s *session) checkRegistration(reg *protocol.Registration) error {
 	switch {
 	case reg.V != protocol.Version:
@@ -215,8 +217,9 @@ func (s *session) health() (rtt time.Duration, known bool, lastProbeStart time.T
 }
 
 // probeLoop measures the /health RTT over the tunnel every HealthInterval
-// (hub.md §6.1), which is property 7: the probe takes the same path as
-// requests.
+// (docs/protocol.md#4-health-probe-and-rtt). The probe takes the same path
+// as requests, so its RTT is what a request pays and a broken tunnel fails
+// it.
 func (s *session) probeLoop() {
 	for clock.Sleep(s.srv.clk, s.ctx.Done(), s.srv.cfg.HealthInterval) {
 		s.probeMu.Lock()
@@ -280,7 +283,8 @@ func (s *session) roundTripHealth(ctx context.Context) (bool, error) {
 }
 
 // watchIdle ends the session when no registration line has arrived for
-// the idle timeout, the hub's only staleness mechanism (hub.md §6.1).
+// the idle timeout, the hub's only staleness mechanism
+// (docs/design/routing-state.md#registration).
 func (s *session) watchIdle() {
 	for {
 		s.mu.Lock()

@@ -1,7 +1,9 @@
 // Package lbtest holds fixtures shared by the load balancers' tests and
-// benchmarks: the candidate pool and request stream of the reference
-// lb-microbench (hub.md §9.2, stargate-bench src/microbench/lb.rs), so every
-// package measures against the same numbers.
+// benchmarks: the candidate pool and request stream of upstream Stargate's
+// lb-microbench (docs/design/algorithms.md#microbenchmark-method), so every
+// package measures against the same numbers and our results compare with
+// upstream's. The names and seeds must not change: the affinity hashes, and
+// with them rank depths and cluster spreads, depend on them.
 package lbtest
 
 import (
@@ -12,20 +14,20 @@ import (
 	"github.com/stargate-router/stargate/pkg/protocol"
 )
 
-// The reference benchmark's defaults.
+// Upstream Stargate's lb-microbench defaults.
 const (
 	// Candidates is --candidates.
 	Candidates = 64
 	// Keys is --cache-key-count.
 	Keys = 1024
-	// Seed is the seed the reference gives every seeded algorithm.
+	// Seed is the seed upstream's benchmark gives every seeded algorithm.
 	Seed = "lb-microbench-seed"
 	// RoutingKey is the benchmark target's routing key.
 	RoutingKey = "tenant-a"
 )
 
-// Snapshot is the §9.2 candidate pool of n clusters for model: cluster i
-// is `cluster-%04d` with tps 1200+31·(i%13) (as both last_mean_input_tps
+// Snapshot is the benchmark's candidate pool of n clusters for model:
+// cluster i is `cluster-%04d` with tps 1200+31·(i%13) (as both last_mean_input_tps
 // and max_input_tps), output tps 120+i%11, queued input 256·(i%5),
 // queue_size i%7, running i%9 of 16, KV capacity 131072 (used
 // 8192+64·(i%23), free the rest), total query input 384·(i%6), priority
@@ -65,9 +67,9 @@ func Snapshot(model string, n int) *routing.Snapshot {
 // Key is the affinity key of request i: `cache-prefix-%06d` of i mod Keys.
 func Key(i int) string { return fmt.Sprintf("cache-prefix-%06d", i%Keys) }
 
-// Request is request i of the §9.2 stream: key (Key(i), which callers in a
-// timed loop compute beforehand), 512+64·(i%8) input tokens, priority i%4
-// and a 250 ms SLO.
+// Request is request i of the benchmark's stream: key (Key(i), which
+// callers in a timed loop compute beforehand), 512+64·(i%8) input tokens,
+// priority i%4 and a 250 ms SLO.
 func Request(i int, key string, excluded []string) routing.Request {
 	return routing.Request{
 		AffinityKey: key,

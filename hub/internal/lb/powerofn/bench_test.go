@@ -11,7 +11,8 @@ import (
 	"github.com/stargate-router/stargate/pkg/protocol"
 )
 
-// microbenchSnapshot is the candidate pool of hub.md §9.2 (lb-microbench).
+// microbenchSnapshot is the candidate pool of upstream Stargate's
+// lb-microbench (docs/design/algorithms.md#microbenchmark-method).
 func microbenchSnapshot(n int) *routing.Snapshot {
 	s := &routing.Snapshot{Target: routing.Target{RoutingKey: "tenant-a", Model: "m"}}
 	for i := range n {

@@ -109,8 +109,8 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, _ time.Time,
 	return d, true
 }
 
-// sample appends to dst the indices to compare, following the reference
-// exactly so a seeded run draws the same way every time:
+// sample appends to dst the indices to compare, drawing exactly as upstream
+// Stargate does so that a seeded run draws the same way every time:
 //   - no exclusions: k = min(sample_count, n); k=1 is one uniform index, k=2 a
 //     uniform distinct pair, k=n every index in order, anything else a uniform
 //     k-subset by reservoir sampling;

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// benchPick runs the §9.2 choose-only loop: the 1024-request stream cycles
-// over the 64-cluster pool. One pass over the stream before the timer starts
-// fills the ranking cache, as the reference's warm-up iterations do, so the
+// benchPick runs the lb-microbench choose-only loop: the 1024-request stream
+// cycles over the 64-cluster pool. One pass over the stream before the timer
+// starts fills the ranking cache, as upstream's warm-up iterations do, so the
 // timed loop measures steady-state decisions.
 func benchPick(b *testing.B, excluded []string) {
 	p, err := New(Config{Seed: microbenchSeed})

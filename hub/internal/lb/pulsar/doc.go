@@ -1,7 +1,8 @@
-// Package pulsar is the pulsar load balancer (hub.md §5.4): weighted
-// rendezvous hashing over a target's clusters, so that each cache-affinity key
-// has a stable, capacity-weighted preference order and requests sharing a key
-// land on the same cluster while it can take them.
+// Package pulsar is the pulsar load balancer
+// (docs/design/algorithms.md#pulsar): weighted rendezvous hashing over a
+// target's clusters, so that each cache-affinity key has a stable,
+// capacity-weighted preference order and requests sharing a key land on the
+// same cluster while it can take them.
 //
 // The package owns three things:
 //   - the ranking: the exact hash input bytes, the XXH3-64 hash, the weight

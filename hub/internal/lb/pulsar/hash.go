@@ -71,19 +71,22 @@ func (h hasher) hash(clusterID string) uint64 {
 	return xxh3.Hash(appendTag(h.buf, tagClusterID, clusterID))
 }
 
-// unitDenominator is f64(u64::MAX) + 2 evaluated in float64, as the reference
-// does: u64::MAX rounds up to 2^64 and adding 2 is lost below half an ulp
-// (2048) at that magnitude, so it is exactly 2^64 (hub.md §11).
+// unitDenominator is f64(u64::MAX) + 2 evaluated in float64, upstream
+// Stargate's denominator: u64::MAX rounds up to 2^64 and adding 2 is lost
+// below half an ulp (2048) at that magnitude, so it is exactly 2^64. Using
+// the float64 result, not the exact rational, keeps scores bit-identical
+// with upstream's.
 const unitDenominator = 0x1p64
 
 // score turns a cluster's hash and weight into its rendezvous score w/e with
-// e = −ln u and u = (f64(h) + 1) / 2^64 in float64 arithmetic, exactly the
-// reference's operations in the reference's order. The minimum of
-// exponential variables with rates w is the cluster with the greatest w/e, so
-// each cluster wins a key with probability proportional to its weight, and
-// removing one cluster moves only the keys it owned. ok is false when e is not
-// finite or not positive: u rounds to 1 for the top ~2^-53 of hashes, giving
-// e = 0, and such a cluster is left out of the ranking.
+// e = −ln u and u = (f64(h) + 1) / 2^64 in float64 arithmetic, exactly
+// upstream Stargate's operations in its order, so both implementations rank
+// alike (docs/design/algorithms.md#pulsar). The minimum of exponential
+// variables with rates w is the cluster with the greatest w/e, so each
+// cluster wins a key with probability proportional to its weight, and
+// removing one cluster moves only the keys it owned. ok is false when e is
+// not finite or not positive: u rounds to 1 for the top ~2^-53 of hashes,
+// giving e = 0, and such a cluster is left out of the ranking.
 func score(w float64, h uint64) (float64, bool) {
 	u := (float64(h) + 1) / unitDenominator
 	e := -math.Log(u)

@@ -56,13 +56,14 @@ func TestHashInputLayout(t *testing.T) {
 	}
 }
 
-// Pinned hashes. The first is the reference implementation's own pinned
-// value (crates/stargate/src/load_balancer/tests.rs,
-// pulsar_hash_is_pinned_to_a_fixed_algorithm_and_version), so it proves byte
-// and hash compatibility with the Rust hub: a Go hub and a Rust hub send a
-// key to the same cluster. The others were computed once by this
-// implementation and guard against regressions (all-empty input; the first
-// request of the §9.2 benchmark).
+// Pinned hashes (docs/design/algorithms.md#hashing). The first is upstream
+// Stargate's own pinned value (its test
+// pulsar_hash_is_pinned_to_a_fixed_algorithm_and_version, in
+// crates/stargate/src/load_balancer/tests.rs), so it proves byte and hash
+// compatibility with the Rust hub: a Go hub and a Rust hub send a key to the
+// same cluster. The others were computed once by this implementation and
+// guard against regressions (all-empty input; the first request of the
+// lb-microbench fixture).
 func TestHashPinned(t *testing.T) {
 	for _, tc := range []struct {
 		seed    string

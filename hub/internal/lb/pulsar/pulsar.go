@@ -140,11 +140,11 @@ func (p *Picker) kvSkipped(req *routing.Request, c *routing.ClusterView) bool {
 }
 
 // AdmissionEligible reports whether c counts toward input-work admission
-// (max_input_work_seconds, hub.md §5.10) for pulsar: it is Feasible and has a
-// valid last_mean_input_tps. The admission rate is a sum of last-mean TPS
-// whatever the rendezvous weight, so the reference filters on last-mean TPS
-// here too: a cluster with a peak but no current mean would add queued work
-// and no rate.
+// (max_input_work_seconds, docs/design/hub-request.md#input-work-admission)
+// for pulsar: it is Feasible and has a valid last_mean_input_tps. The
+// admission rate is a sum of last-mean TPS whatever the rendezvous weight,
+// so upstream Stargate filters on last-mean TPS here too, and so do we: a
+// cluster with a peak but no current mean would add queued work and no rate.
 func (p *Picker) AdmissionEligible(req *routing.Request, c *routing.ClusterView) bool {
 	return lb.ValidTPS(c.Stats.LastMeanInputTPS) && p.Feasible(req, c)
 }

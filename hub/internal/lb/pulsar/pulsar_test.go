@@ -138,9 +138,9 @@ func TestWeighted(t *testing.T) {
 }
 
 // Golden rankings of the golden snapshot, computed once by this
-// implementation (its hash is pinned to the reference's in TestHashPinned).
-// They pin the whole pipeline: hash, u, e = −ln u, score = w/e, sort. d has
-// no weight and is never ranked.
+// implementation (its hash is pinned to upstream Stargate's in
+// TestHashPinned). They pin the whole pipeline: hash, u, e = −ln u,
+// score = w/e, sort. d has no weight and is never ranked.
 func TestRankGolden(t *testing.T) {
 	snap := golden()
 	r := NewRanker("golden", WeightMaxInputTPS)
@@ -163,7 +163,7 @@ func TestRankGolden(t *testing.T) {
 			}
 		}
 	}
-	// The §9.2 benchmark's first two keys, top 3 of 64.
+	// The lb-microbench fixture's first two keys, top 3 of 64.
 	ms := microbenchSnapshot(64)
 	rb := NewRanker(microbenchSeed, WeightMaxInputTPS)
 	for key, want := range map[string]string{

@@ -11,8 +11,10 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/routing"
 )
 
-// Cache bounds (the reference's RANKING_CACHE_LIMIT,
-// RANKING_CACHE_PROBATION_LIMIT and MAX_CACHE_AFFINITY_CACHE_KEY_BYTES).
+// Cache bounds, upstream Stargate's RANKING_CACHE_LIMIT,
+// RANKING_CACHE_PROBATION_LIMIT and MAX_CACHE_AFFINITY_CACHE_KEY_BYTES
+// (docs/design/algorithms.md#pulsar). The cache never changes a result, so
+// these only bound memory and cost.
 const (
 	// CacheLimit is how many per-key rankings one Ranker keeps.
 	CacheLimit = 4096
@@ -256,7 +258,7 @@ func (r *Ranker) score(h hasher, c *routing.ClusterView) (float64, bool) {
 
 // compareRanked orders two ranked clusters: the higher score first, then the
 // smaller cluster id. Scores are positive and never NaN, so plain comparison
-// agrees with the reference's total order.
+// agrees with the total order upstream Stargate sorts by.
 func compareRanked(scoreA float64, idA string, scoreB float64, idB string) int {
 	switch {
 	case scoreA > scoreB:

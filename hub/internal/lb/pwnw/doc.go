@@ -1,7 +1,8 @@
-// Package pwnw is the pulsar-wait-and-widen load balancer (hub.md §5.8 and
-// §10): the pulsar weighted-rendezvous ranking orders the clusters for an
-// affinity key; the first k form the affinity group, tried first with the
-// prefill discount and waited for; after the affinity wait the open set
-// widens over the ranking one band (2, 4, 8, … clusters) per band interval.
-// Selection inside a set is wait-and-widen's Selector.
+// Package pwnw is the pulsar-wait-and-widen load balancer
+// (docs/design/algorithms.md#pulsar-wait-and-widen): the pulsar
+// weighted-rendezvous ranking orders the clusters for an affinity key; the
+// first k form the affinity group, tried first with the prefill discount and
+// waited for; after the affinity wait the open set widens over the ranking
+// one band (2, 4, 8, … clusters) per band interval. Selection inside a set is
+// wait-and-widen's Selector.
 package pwnw

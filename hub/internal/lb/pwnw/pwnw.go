@@ -76,7 +76,7 @@ func (p *Picker) Config() Config { return p.cfg }
 // allocation.
 const maxStack = 64
 
-// Pick implements lb.Picker (hub.md §5.8 with last_cluster_affinity, §10):
+// Pick implements lb.Picker (docs/design/algorithms.md#pulsar-wait-and-widen):
 // the affinity group (the first k of the ranking, the last cluster promoted
 // for a returning session) is tried first on every call; after the affinity
 // wait the open set widens over the ranking by one band (2, 4, 8, …) per
@@ -115,11 +115,11 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Tim
 	}
 	o := p.affinity.Decide(req, snap, p.feasible(fbuf, req, snap, order[:groupEnd]), plan.Scale, elapsed, elapsed, rng)
 	if o.Selected {
-		return p.decision(req, snap, order, o.Cluster, k), true
+		return plan.Class.Stamp(p.decision(req, snap, order, o.Cluster, k)), true
 	}
 	groupWait := o.Wait
 	if elapsed < plan.Wait {
-		return routing.Decision{Wait: minWait(groupWait, plan.Wait-elapsed)}, false
+		return plan.Class.Stamp(routing.Decision{Wait: minWait(groupWait, plan.Wait-elapsed)}), false
 	}
 
 	// The open set: ranks 1..k+2 at the end of the wait, 1..k+6 one band
@@ -140,9 +140,9 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Tim
 	}
 	o = p.fallback.Decide(req, snap, p.feasible(fbuf[:0], req, snap, order[:openEnd]), 1, widened, elapsed, rng)
 	if o.Selected {
-		return p.decision(req, snap, order, o.Cluster, k), true
+		return plan.Class.Stamp(p.decision(req, snap, order, o.Cluster, k)), true
 	}
-	return routing.Decision{Wait: minWait(minWait(groupWait, o.Wait), nextBand)}, false
+	return plan.Class.Stamp(routing.Decision{Wait: minWait(minWait(groupWait, o.Wait), nextBand)}), false
 }
 
 // feasible returns the members of ranked that pass the KV check: ranked

@@ -63,7 +63,16 @@ func mustNew(t *testing.T, mut func(*Config)) *Picker {
 
 func pick(t *testing.T, p *Picker, req *routing.Request, snap *routing.Snapshot, at time.Duration) (routing.Decision, bool) {
 	t.Helper()
+	before := *req
 	d, ok := p.Pick(req, snap, t0.Add(at), rand.New(rand.NewPCG(1, 2)))
+	// Pick never writes its request; the routing pass keeps the first
+	// classification (set once), which this helper does in its place.
+	if req.Session != before.Session || req.SessionPromoted != before.SessionPromoted {
+		t.Fatalf("Pick wrote the request's session to %v (promoted %v)", req.Session, req.SessionPromoted)
+	}
+	if req.Session == routing.SessionUnclassified {
+		req.Session, req.SessionPromoted = d.Session, d.SessionPromoted
+	}
 	if ok && snap.Clusters[d.Cluster].ClusterID != d.ClusterID {
 		t.Fatalf("index %d is %s, decision says %s", d.Cluster, snap.Clusters[d.Cluster].ClusterID, d.ClusterID)
 	}
@@ -71,7 +80,8 @@ func pick(t *testing.T, p *Picker, req *routing.Request, snap *routing.Snapshot,
 }
 
 // Rank 1 has no shortcut: a saturated primary is waited for, then passed
-// over, even without a queue SLO (hub.md §10.5).
+// over, even without a queue SLO
+// (docs/design/algorithms.md#pulsar-wait-and-widen).
 func TestNoEligiblePrimaryShortcut(t *testing.T) {
 	snap := fleet(4)
 	r := ranking(snap, "k")

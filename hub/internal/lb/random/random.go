@@ -12,8 +12,8 @@ import (
 const Name = "random"
 
 // probeAttempts is how many uniform probes a request with exclusions tries
-// before it falls back to the exact reservoir scan (the reference's
-// EXCLUSION_REJECTION_ATTEMPTS).
+// before it falls back to the exact reservoir scan; 8 is upstream
+// Stargate's EXCLUSION_REJECTION_ATTEMPTS, kept so a seeded run draws alike.
 const probeAttempts = 8
 
 // probeRatioDivisor bounds when probing is worth it: only when at most 1/4 of
@@ -82,9 +82,10 @@ func choose(req *routing.Request, clusters []routing.ClusterView, rng *rand.Rand
 	return chosen, chosen >= 0
 }
 
-// distinct counts the distinct ids in ids. The reference holds exclusions in
-// a set, so a repeated id must count once; the list is a handful of retried
-// clusters, for which the quadratic scan is cheaper than any map.
+// distinct counts the distinct ids in ids. Upstream Stargate holds
+// exclusions in a set, so a repeated id must count once for the probe bound
+// to match; the list is a handful of retried clusters, for which the
+// quadratic scan is cheaper than any map.
 func distinct(ids []string) int {
 	n := 0
 outer:

@@ -57,7 +57,8 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, _ time.Time,
 // position in the full list by stepping over the excluded positions in order.
 // It reports false, without taking a turn, when the shape does not apply.
 func (p *Picker) fewExcluded(req *routing.Request, clusters []routing.ClusterView) (int, bool) {
-	// The reference holds exclusions in a set, so count repeated ids once.
+	// Upstream Stargate holds exclusions in a set, so count repeated ids
+	// once: the turn then matches upstream's for the same request.
 	var ids [2]string
 	k := 0
 	for _, id := range req.Excluded {
@@ -92,8 +93,8 @@ func (p *Picker) fewExcluded(req *routing.Request, clusters []routing.ClusterVie
 	}
 	// Cluster ids are unique in a published snapshot; the guard only keeps a
 	// malformed one (a repeated id) from yielding an excluded cluster. The
-	// turn is spent, and the exact path below takes another, as the
-	// reference does.
+	// turn is spent, and the exact path below takes another, as upstream
+	// Stargate does.
 	if req.IsExcluded(clusters[i].ClusterID) {
 		return 0, false
 	}

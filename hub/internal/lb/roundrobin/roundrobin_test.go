@@ -48,11 +48,11 @@ func TestSequences(t *testing.T) {
 	}{
 		{"no exclusions", 4, nil, "01230123"},
 		{"empty exclusion list", 3, []string{}, "012012"},
-		// The reference's round_robin_single_exclusion test.
+		// Upstream Stargate's round_robin_single_exclusion test.
 		{"one excluded", 4, []string{"cluster-0002"}, "013013"},
 		{"first excluded", 4, []string{"cluster-0000"}, "123123"},
 		{"last excluded", 4, []string{"cluster-0003"}, "012012"},
-		// The reference's round_robin_two_exclusions test.
+		// Upstream Stargate's round_robin_two_exclusions test.
 		{"two excluded", 5, []string{"cluster-0001", "cluster-0003"}, "0240240"},
 		{"two excluded, listed out of order", 5, []string{"cluster-0003", "cluster-0001"}, "0240240"},
 		{"two adjacent excluded", 5, []string{"cluster-0001", "cluster-0002"}, "034034"},

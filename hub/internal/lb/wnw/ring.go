@@ -110,8 +110,9 @@ func (r *ring) matches(snap *routing.Snapshot) bool {
 
 // selectGroup appends to dst up to k distinct cluster indices found walking
 // clockwise from the key's point, skipping excluded clusters so that a
-// failed member is replaced by its ring successor (hub.md §5.5, the
-// reference snapshot's behaviour).
+// failed member is replaced by its ring successor and a retry still has k
+// clusters near the key, as upstream Stargate's code does
+// (docs/design/algorithms.md#affinity-group).
 func (r *ring) selectGroup(dst []int, key string, k int, req *routing.Request) []int {
 	if len(r.nodes) == 0 || k <= 0 {
 		return dst
@@ -140,10 +141,11 @@ func (r *ring) selectGroup(dst []int, key string, k int, req *routing.Request) [
 
 // maxCachedKeyBytes is the longest affinity key whose group is cached; a
 // longer key is recomputed every time so one client cannot fill the cache
-// with huge keys (hub.md §5.5).
+// with huge keys.
 const maxCachedKeyBytes = 256
 
-// maxCachedGroups bounds the per-ring group cache (hub.md §5.5: 4096).
+// maxCachedGroups bounds the per-ring group cache, as upstream Stargate
+// bounds its own; caching never changes a group, so this only caps memory.
 const maxCachedGroups = 4096
 
 // affinity owns the ring of one picker instance and the cache of affinity

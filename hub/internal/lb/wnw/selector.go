@@ -23,10 +23,10 @@ type Outcome struct {
 	Wait time.Duration
 }
 
-// Selector is the wait-and-widen choice over one set of clusters
-// (hub.md §5.5 choose_from with the [L] timed wait): TTFT buckets unlocked
-// by elapsed time, then a capacity filter, then a comparison of n sampled
-// members. Pulsar-wait-and-widen runs two of them (affinity and fallback
+// Selector is the wait-and-widen choice over one set of clusters, the bucket
+// walk of docs/design/algorithms.md#bucket-walk: TTFT buckets unlocked by
+// elapsed time, then a capacity filter, then a comparison of n sampled
+// members, or a wait until a locked bucket with room unlocks. Pulsar-wait-and-widen runs two of them (affinity and fallback
 // capacity limits) over ranking prefixes. A Selector is immutable.
 type Selector struct {
 	cfg       *Config
@@ -74,9 +74,10 @@ const smallEntries = 8
 // entryBuffers recycles Decide's buffers for larger sets.
 var entryBuffers = sync.Pool{New: func() any { b := make([]entry, 0, 64); return &b }}
 
-// MaxQueueMs is the queue-time limit of the request at elapsed (hub.md §5.5:
-// floor + (ceil − floor)·frac, frac the share of x-request-slo-ms consumed,
-// 1 without an SLO), and false when the queue SLO is not configured.
+// MaxQueueMs is the queue-time limit of the request at elapsed
+// (docs/design/algorithms.md#queue-slo: floor + (ceil − floor)·frac, frac the
+// share of x-request-slo-ms consumed, 1 without an SLO), and false when the
+// queue SLO is not configured.
 func (c *Config) MaxQueueMs(req *routing.Request, elapsed time.Duration) (float64, bool) {
 	if !c.QueueSLO {
 		return 0, false
@@ -95,7 +96,8 @@ func (s *Selector) estimate(req *routing.Request, v *routing.ClusterView, idx in
 	prefill := lb.DelayMs(float64(req.InputTokens)*scale, lb.InputTPS(st))
 	if req.InputTokens > 0 && !lb.ValidTPS(st.LastMeanInputTPS) {
 		// A zero scale must not make a nonzero prefill finite on a
-		// cluster with no usable rate (hub.md §4 [L]).
+		// cluster with no usable rate: the discount models cached
+		// tokens, not a rate the cluster never reported.
 		prefill = math.Inf(1)
 	}
 	e := entry{idx: idx, full: rtt + queue + prefill, queue: queue, id: v.ClusterID}
@@ -283,7 +285,8 @@ func (s *Selector) appendEntry(es []entry, req *routing.Request, snap *routing.S
 	return append(es, e)
 }
 
-// twoMembers is the two-member shortcut (hub.md §5.5 a): both members not
+// twoMembers is the two-member shortcut
+// (docs/design/algorithms.md#two-member-shortcut): both members not
 // excluded, both with capacity, finite estimates within one bucket. It
 // reports false when any condition fails, and the caller runs the general
 // walk.

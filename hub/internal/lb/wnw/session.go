@@ -28,13 +28,35 @@ type Plan struct {
 	// Wait and Scale are the affinity wait and the prefill discount.
 	Wait  time.Duration
 	Scale float64
+	// Class is the session classification the decision applies; the
+	// picker reports it in every decision it returns after this point.
+	Class Class
 }
 
-// ApplySession applies last_cluster_affinity (hub.md §10.3–§10.4) to one
-// decision. order is the caller's private copy of the original affinity
-// order, never a cached slice: it is reordered in place.
-// The request is classified on its first call and the classification is
-// kept in req for every later decision (timed waits and retries).
+// Class is a request's session classification as one decision applied it:
+// the state, and whether the first classification promoted the last
+// cluster (for the log).
+type Class struct {
+	State    routing.SessionState
+	Promoted bool
+}
+
+// Stamp returns d carrying the classification, so the routing pass can keep
+// it for the request's later decisions (docs/design/hub-request.md#session-classification).
+func (c Class) Stamp(d routing.Decision) routing.Decision {
+	d.Session, d.SessionPromoted = c.State, c.Promoted
+	return d
+}
+
+// ApplySession applies last_cluster_affinity to one decision
+// (docs/design/algorithms.md#last-cluster-promotion). order is the caller's
+// private copy of the original affinity order, never a cached slice: it is
+// reordered in place.
+//
+// req is only read. A request that is still unclassified is classified
+// here and the result is returned in Plan.Class; one an earlier decision
+// classified (req.Session set by the routing pass) keeps that class, so
+// timed waits and retries never reclassify it.
 //
 // New and stale sessions get no affinity wait and no discount; a returning
 // session keeps the configured wait and discount and has its last cluster
@@ -44,39 +66,51 @@ func ApplySession(enabled bool, req *routing.Request, snap *routing.Snapshot, or
 	if !enabled || req.AffinityKey == "" {
 		return Plan{Order: order, Wait: wait, Scale: scale}
 	}
-	last := -1
-	if id := req.LastClusterID; id != "" {
-		// A returning session's last cluster is usually near the front of
-		// its order: look there before searching the whole snapshot.
-		for _, i := range order {
-			if snap.Clusters[i].ClusterID == id {
-				last = i
-				break
-			}
-		}
-		if last < 0 {
-			last = snap.Index(id)
-		}
+	last := lastIndex(req.LastClusterID, snap, order)
+	class := Class{State: req.Session, Promoted: req.SessionPromoted}
+	if class.State == routing.SessionUnclassified {
+		class = classify(req.LastClusterID, last, order, missing)
 	}
-	if req.Session == routing.SessionUnclassified {
-		switch {
-		case req.LastClusterID == "":
-			req.Session = routing.SessionNew
-		case last < 0:
-			req.Session = routing.SessionStale
-		default:
-			req.Session = routing.SessionReturning
-			pos := indexOf(order, last)
-			req.SessionPromoted = pos != 0 && (pos > 0 || (missing == InsertAndTruncate && len(order) > 0))
-		}
-	}
-	if req.Session != routing.SessionReturning {
-		return Plan{Order: order, Wait: 0, Scale: 1}
+	if class.State != routing.SessionReturning {
+		return Plan{Order: order, Wait: 0, Scale: 1, Class: class}
 	}
 	if last >= 0 {
 		order = promote(order, last, missing)
 	}
-	return Plan{Order: order, Wait: wait, Scale: scale}
+	return Plan{Order: order, Wait: wait, Scale: scale, Class: class}
+}
+
+// lastIndex is the snapshot index of the hinted last cluster, -1 when there
+// is no hint or the cluster is not a candidate. A returning session's last
+// cluster is usually near the front of its order, so that is searched
+// before the whole snapshot.
+func lastIndex(id string, snap *routing.Snapshot, order []int) int {
+	if id == "" {
+		return -1
+	}
+	for _, i := range order {
+		if snap.Clusters[i].ClusterID == id {
+			return i
+		}
+	}
+	return snap.Index(id)
+}
+
+// classify is the first classification of a request: new without a hint,
+// stale when the hinted cluster is not a candidate, returning otherwise.
+// Promoted is set when the last cluster will move to the front: it is not
+// first already and is either in the order or inserted into a fixed-size
+// group.
+func classify(hint string, last int, order []int, missing Missing) Class {
+	switch {
+	case hint == "":
+		return Class{State: routing.SessionNew}
+	case last < 0:
+		return Class{State: routing.SessionStale}
+	}
+	pos := indexOf(order, last)
+	return Class{State: routing.SessionReturning,
+		Promoted: pos != 0 && (pos > 0 || (missing == InsertAndTruncate && len(order) > 0))}
 }
 
 // promote moves last to the front of order: rotating the prefix keeps every

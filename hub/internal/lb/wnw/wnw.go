@@ -13,7 +13,8 @@ import (
 // Name is the algorithm's canonical name, used in labels and logs.
 const Name = "wait-and-widen"
 
-// Defaults of the lb-config.json fields (hub.md §2.4).
+// Defaults of the lb-config.json fields
+// (docs/load-balancing.md#configuration-reference).
 const (
 	DefaultVirtualNodes = 150
 	DefaultBucketMs     = 20
@@ -59,7 +60,8 @@ type Config struct {
 	// InputTokensScale is cache_affinity_input_tokens_scale in [0,1]: the
 	// prefill discount inside the affinity group.
 	InputTokensScale float64
-	// LastClusterAffinity turns on session classification (hub.md §10).
+	// LastClusterAffinity turns on session classification
+	// (docs/design/algorithms.md#last-cluster-promotion).
 	LastClusterAffinity bool
 }
 
@@ -131,8 +133,9 @@ func (p *Picker) Config() Config { return p.cfg }
 // String returns the canonical algorithm name.
 func (p *Picker) String() string { return Name }
 
-// Pick implements lb.Picker (hub.md §5.5 with the [L] affinity wait,
-// discount and timed waits of §5.7, and the session rules of §10).
+// Pick implements lb.Picker: the group phase, the affinity wait, the fast
+// path and the global phase, in the order of
+// docs/design/algorithms.md#wait-and-widen.
 func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Time, rng *rand.Rand) (routing.Decision, bool) {
 	if snap == nil || len(snap.Clusters) == 0 {
 		return routing.Decision{}, false
@@ -143,6 +146,7 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Tim
 	var groupWait time.Duration
 	affinityWait := time.Duration(0)
 	groupLen := 0
+	var class Class // the session classification; every decision below reports it
 	if req.AffinityKey != "" && p.cfg.SelectionCount > 0 {
 		var buf [maxStackEntries]int
 		group := p.affinity.group(buf[:0], snap, req)
@@ -151,15 +155,16 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Tim
 				p.cfg.AffinityWait, p.cfg.InputTokensScale)
 			affinityWait = plan.Wait
 			groupLen = len(plan.Order)
+			class = plan.Class
 			o := p.sel.Decide(req, snap, plan.Order, plan.Scale, elapsed, elapsed, rng)
 			if o.Selected {
 				d := lb.NewDecision(snap, o.Cluster, 1, req)
 				d.GroupSize = groupSize
-				return d, true
+				return class.Stamp(d), true
 			}
 			groupWait = o.Wait
 			if elapsed < affinityWait {
-				return routing.Decision{Wait: minWait(groupWait, affinityWait-elapsed)}, false
+				return class.Stamp(routing.Decision{Wait: minWait(groupWait, affinityWait-elapsed)}), false
 			}
 		}
 	}
@@ -170,7 +175,7 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Tim
 	if o, ok := p.fastPath(req, snap, rng); ok {
 		d := lb.NewDecision(snap, o, groupLen+1, req)
 		d.GroupSize = groupSize
-		return d, true
+		return class.Stamp(d), true
 	}
 	o := p.sel.Decide(req, snap, nil, 1, global, elapsed, rng)
 	if o.Selected {
@@ -180,9 +185,9 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Tim
 		}
 		d := lb.NewDecision(snap, o.Cluster, rank, req)
 		d.GroupSize = groupSize
-		return d, true
+		return class.Stamp(d), true
 	}
-	return routing.Decision{Wait: minWait(groupWait, o.Wait)}, false
+	return class.Stamp(routing.Decision{Wait: minWait(groupWait, o.Wait)}), false
 }
 
 // minWait is the shorter of two waits where 0 means "no wait".
@@ -196,11 +201,12 @@ func minWait(a, b time.Duration) time.Duration {
 	return min(a, b)
 }
 
-// fastPath is hub.md §5.5 step 3: with ignore_queue_time, no queue SLO and
-// at most two exclusions, when every candidate's RTT (+ prefill unless
-// ignored) lies within one bucket, sample among those with room and compare
-// with the configured comparator. It reports false whenever it does not
-// apply or finds no member with room; the general walk then decides.
+// fastPath is the fast path (docs/design/algorithms.md#fast-path): with
+// ignore_queue_time, no queue SLO and at most two exclusions, when every
+// candidate's RTT (+ prefill unless ignored) lies within one bucket, sample
+// among those with room and compare with the configured comparator. It
+// reports false whenever it does not apply or finds no member with room; the
+// general walk then decides.
 func (p *Picker) fastPath(req *routing.Request, snap *routing.Snapshot, rng *rand.Rand) (int, bool) {
 	cfg := &p.cfg
 	if !cfg.IgnoreQueueTime || cfg.QueueSLO || len(req.Excluded) > 2 {

@@ -61,7 +61,9 @@ func mustNew(t testing.TB, mut func(*Config)) *Picker {
 
 func pick(t testing.TB, p lb.Picker, req *routing.Request, snap *routing.Snapshot, at time.Duration, seed uint64) (routing.Decision, bool) {
 	t.Helper()
+	before := *req
 	d, ok := p.Pick(req, snap, t0.Add(at), rng(seed))
+	keepSession(t, req, before, d)
 	if ok && snap.Clusters[d.Cluster].ClusterID != d.ClusterID {
 		t.Fatalf("decision index %d names %s, cluster is %s", d.Cluster, d.ClusterID, snap.Clusters[d.Cluster].ClusterID)
 	}
@@ -69,6 +71,20 @@ func pick(t testing.TB, p lb.Picker, req *routing.Request, snap *routing.Snapsho
 		t.Fatalf("chose excluded cluster %s", d.ClusterID)
 	}
 	return d, ok
+}
+
+// keepSession checks that Pick left the request alone, then keeps the
+// decision's session classification in it the way the routing pass
+// (hub/internal/dispatch) does: set once, so the next pick of the same
+// request reuses it.
+func keepSession(t testing.TB, req *routing.Request, before routing.Request, d routing.Decision) {
+	t.Helper()
+	if req.Session != before.Session || req.SessionPromoted != before.SessionPromoted {
+		t.Fatalf("Pick wrote the request's session to %v (promoted %v)", req.Session, req.SessionPromoted)
+	}
+	if req.Session == routing.SessionUnclassified {
+		req.Session, req.SessionPromoted = d.Session, d.SessionPromoted
+	}
 }
 
 func TestBucketWalk(t *testing.T) {
@@ -215,7 +231,7 @@ func TestExclusionsNeverChosen(t *testing.T) {
 }
 
 func TestRingHashLayout(t *testing.T) {
-	// The prefix and tags byte for byte (hub.md §5.5, §11).
+	// The prefix and tags byte for byte (docs/design/algorithms.md#hashing).
 	got := appendPrefix(nil, "s", routing.Target{RoutingKey: "", Model: "m"})
 	var want []byte
 	want = append(want, 0x01)
@@ -349,7 +365,7 @@ func TestAffinityWaitThenGlobal(t *testing.T) {
 	if !ok || d.ClusterID != other || d.RankDepth != 2 {
 		t.Fatalf("after the wait: %+v ok=%v, want %s at rank 2", d, ok, other)
 	}
-	// Without the wait, the same request overflows at once ([M]).
+	// Without the wait, the same request overflows at once.
 	p0 := mustNew(t, func(c *Config) { c.SelectionCount = 1 })
 	if d, ok := pick(t, p0, &routing.Request{ReceivedAt: t0, AffinityKey: "k"}, full, 0, 1); !ok || d.ClusterID != other {
 		t.Fatalf("no wait: %+v ok=%v", d, ok)

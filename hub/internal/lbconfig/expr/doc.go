@@ -1,5 +1,6 @@
 // Package expr parses the syntax of a routing expression, the
-// `<method>;key=value;…` form of the x-routing-method header (hub.md §5.9).
+// `<method>;key=value;…` form of the x-routing-method header
+// (docs/load-balancing.md#routing-expressions).
 //
 // It checks only syntax: the RFC 8941 Item-with-Parameters grammar narrowed
 // by the rules P1–P11 (see Rule). It knows nothing about algorithms,

@@ -6,17 +6,19 @@ import (
 	"strings"
 )
 
-// Limits of an expression (hub.md §5.9). They bound the work a client can
-// make the hub do per request, since expressions are parsed on the request
-// path whenever the per-target cache misses.
+// Limits of an expression (docs/load-balancing.md#syntax-rules, P7 and
+// P11). They bound the work a client can make the hub do per request, since
+// expressions are parsed on the request path whenever the per-target cache
+// misses.
 const (
 	MaxLen    = 1024
 	MaxParams = 32
 )
 
-// Rule names one syntax rule of hub.md §5.9. Every malformed_expression
-// message starts with its rule ("P3: …") so clients and operators can tell
-// which rule a header broke without reading the parser.
+// Rule names one syntax rule of docs/load-balancing.md#syntax-rules. Every
+// malformed_expression message starts with its rule ("P3: …") so clients
+// and operators can tell which rule a header broke without reading the
+// parser.
 type Rule uint8
 
 // The syntax rules. When a value breaks several, the first found is
@@ -376,8 +378,8 @@ func isTchar(c byte) bool {
 }
 
 // IsPlainNumber reports whether s is [+-]?digits(.digits)?: the only form a
-// quoted number may take (hub.md §5.9), so "inf", "1e3" or " 1" never reach
-// a numeric setting.
+// quoted number may take (docs/load-balancing.md#parameter-types), so
+// "inf", "1e3" or " 1" never reach a numeric setting.
 func IsPlainNumber(s string) bool {
 	if s != "" && (s[0] == '+' || s[0] == '-') {
 		s = s[1:]

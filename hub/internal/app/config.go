@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"errors"
@@ -12,8 +12,9 @@ import (
 	"github.com/stargate-router/stargate/pkg/obs"
 )
 
-// config is every hub setting; flag names follow hub.md where it has one.
-type config struct {
+// Config is every hub setting. Flag names are upstream Stargate's where it
+// has the same setting, so a deployment's flags carry over.
+type Config struct {
 	Listen, BackendListen, MetricsListen string
 	HubID                                string
 	RegistrationToken                    string
@@ -39,9 +40,11 @@ type config struct {
 	Pprof                   bool
 }
 
-func defaultConfig() config {
+// DefaultConfig is every setting at its default; the hub id is the host
+// name.
+func DefaultConfig() Config {
 	host, _ := os.Hostname()
-	return config{
+	return Config{
 		Listen: "127.0.0.1:8000", BackendListen: "127.0.0.1:50071", MetricsListen: "127.0.0.1:9090",
 		HubID: host, MetricsPrefix: "stargate_", Drain: 30 * time.Second,
 		MaxReplayBodyBytes: 64 << 20, RetryBudgetHeader: headers.StargateMaxWaitMs,
@@ -51,8 +54,10 @@ func defaultConfig() config {
 	}
 }
 
-func (c *config) register(fs *cli.FlagSet) {
-	d := defaultConfig()
+// Register declares every setting as a flag of fs, with its environment
+// variable and default.
+func (c *Config) Register(fs *cli.FlagSet) {
+	d := DefaultConfig()
 	fs.String(&c.Listen, "listen", "HUB_LISTEN", d.Listen, "HTTP listen address for the OpenAI proxy, probes, /v1/models and /debug/state")
 	fs.String(&c.BackendListen, "backend-listen", "HUB_BACKEND_LISTEN", d.BackendListen, "listen address pylons dial for their reverse tunnels")
 	fs.String(&c.MetricsListen, "metrics-listen", "HUB_METRICS_LISTEN", d.MetricsListen, "Prometheus /metrics listen address")
@@ -79,7 +84,8 @@ func (c *config) register(fs *cli.FlagSet) {
 	fs.String(&c.GatewayTokenFile, "gateway-token-file", "HUB_GATEWAY_TOKEN_FILE", "", "file holding the token the gateway sends as Authorization: Bearer; when set, only requests bearing it may steer routing")
 }
 
-func (c *config) validate() error {
+// Validate reports every invalid setting at once.
+func (c *Config) Validate() error {
 	var errs []error
 	if c.RegistrationToken != "" && c.RegistrationTokenFile != "" {
 		errs = append(errs, errors.New("--registration-token and --registration-token-file: set one, not both"))
@@ -109,7 +115,7 @@ func (c *config) validate() error {
 			errs = append(errs, fmt.Errorf("--gateway-token-file: %w", err))
 		}
 	}
-	if err := c.tracing("").Validate(); err != nil {
+	if err := c.Tracing("").Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if (c.TLSCertPath == "") != (c.TLSKeyPath == "") {
@@ -121,7 +127,11 @@ func (c *config) validate() error {
 	return errors.Join(errs...)
 }
 
-// tracing is the trace export configuration of the flags.
-func (c *config) tracing(version string) obs.TracingConfig {
-	return obs.TracingConfig{Endpoint: c.OTelEndpoint, Service: "stargate", Version: version, SampleRatio: c.OTelSampleRatio}
+// Tracing is the trace export configuration of the flags.
+func (c *Config) Tracing(version string) obs.TracingConfig {
+	return obs.TracingConfig{Endpoint: c.OTelEndpoint, Service: ServiceName, Version: version, SampleRatio: c.OTelSampleRatio}
 }
+
+// ServiceName is the hub's OpenTelemetry service.name, named like the
+// gateway's (stargate-gateway) so a trace reads tier by tier.
+const ServiceName = "stargate-hub"

@@ -1,14 +1,14 @@
-package main
+package app
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
-	"sort"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stargate-router/stargate/hub/internal/lbconfig"
 	"github.com/stargate-router/stargate/hub/internal/lbfactory"
@@ -19,15 +19,14 @@ import (
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/obs"
-	"github.com/stargate-router/stargate/pkg/openai"
 	"github.com/stargate-router/stargate/pkg/protocol"
 	"github.com/stargate-router/stargate/pkg/serve"
 	"github.com/stargate-router/stargate/pkg/tlsfiles"
 )
 
-// app is the wired hub.
-type app struct {
-	cfg     config
+// App is the wired hub. Build it with New, then Run it.
+type App struct {
+	cfg     Config
 	log     *slog.Logger
 	store   *state.Store
 	tunnels *tunnel.Server
@@ -38,56 +37,85 @@ type app struct {
 	backend serve.Server
 }
 
-func newApp(cfg config, log *slog.Logger) (*app, error) {
+// New wires a hub from a validated configuration: the load-balancer
+// configuration and resolver, the routing state, the tunnel server, the
+// proxy and the three listeners. version labels the build-info metric.
+func New(cfg Config, log *slog.Logger, version string) (*App, error) {
 	reg := obs.NewRegistry()
 	obs.BuildInfo(reg, "hub", version)
 	m := proxy.NewMetrics(reg, cfg.MetricsPrefix)
 	clk := clock.Real{}
-	a := &app{cfg: cfg, log: log}
+	a := &App{cfg: cfg, log: log}
+	resolver, err := newResolver(cfg, log, clk, reg)
+	if err != nil {
+		return nil, err
+	}
+	gatewayToken, err := readGatewayToken(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	a.store = state.New(clk, state.OnActiveServers(func(t routing.Target, n int) {
+		m.ActiveServers(t, n)
+		if n == 0 {
+			// A target that empties starts afresh when it comes back
+			// (docs/design/routing-state.md#targets-and-generations): its
+			// round-robin counters and caches go with it.
+			resolver.Forget(t)
+		}
+	}))
+	backendLn, err := serve.Listen("backend-listen", cfg.BackendListen)
+	if err != nil {
+		return nil, err
+	}
+	if a.tunnels, err = newTunnels(cfg, log, clk, backendLn, a.store); err != nil {
+		_ = backendLn.Close()
+		return nil, err
+	}
+	a.proxy = proxy.New(proxyConfig(cfg, log, clk, m, gatewayToken), a.store, a.tunnels, resolver)
+	if err := a.listen(reg, backendLn); err != nil {
+		_ = backendLn.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// newResolver loads --lb-config-path (every algorithm at its defaults when
+// unset) and builds the resolver that gives each request its route.
+func newResolver(cfg Config, log *slog.Logger, clk clock.Clock, reg prometheus.Registerer) (*lbconfig.Resolver, error) {
 	lbCfg := lbconfig.Permissive()
-	var err error
 	if cfg.LBConfigPath != "" {
+		var err error
 		if lbCfg, err = lbconfig.Load(cfg.LBConfigPath); err != nil {
 			return nil, err
 		}
 		sum := lbCfg.Summary()
 		log.Info("load balancer config loaded", "path", cfg.LBConfigPath, "default_lb", sum.DefaultLB, "model_overrides", sum.ModelOverrides)
 	}
-	resolver, err := lbconfig.NewResolver(lbCfg, lbfactory.New, lbconfig.Options{Clock: clk, Registerer: reg,
+	return lbconfig.NewResolver(lbCfg, lbfactory.New, lbconfig.Options{Clock: clk, Registerer: reg,
 		MetricsPrefix: cfg.MetricsPrefix, Log: log})
-	if err != nil {
-		return nil, err
-	}
-	gatewayToken := ""
-	if cfg.GatewayTokenFile != "" {
-		if gatewayToken, err = cli.ReadSecretFile(cfg.GatewayTokenFile); err != nil {
-			return nil, err
-		}
-	} else {
-		log.Warn("no --gateway-token-file: every caller's routing headers (x-routing-key, x-cache-affinity-key, x-stargate-*) are trusted; keep --listen reachable only by the gateway")
-	}
-	a.store = state.New(clk, state.OnActiveServers(func(t routing.Target, n int) {
-		m.ActiveServers(t, n)
-		if n == 0 {
-			// A target that empties starts afresh (hub.md §6.4): its
-			// round-robin counters and caches go with it.
-			resolver.Forget(t)
-		}
-	}))
+}
 
-	backendLn, err := serve.Listen("backend-listen", cfg.BackendListen)
-	if err != nil {
-		return nil, err
+// readGatewayToken reads --gateway-token-file; without it every caller may
+// steer routing, which the hub warns about.
+func readGatewayToken(cfg Config, log *slog.Logger) (string, error) {
+	if cfg.GatewayTokenFile == "" {
+		log.Warn("no --gateway-token-file: every caller's routing headers (x-routing-key, x-cache-affinity-key, x-stargate-*) are trusted; keep --listen reachable only by the gateway")
+		return "", nil
 	}
+	return cli.ReadSecretFile(cfg.GatewayTokenFile)
+}
+
+// newTunnels builds the tunnel server pylons dial, feeding their
+// registrations into store.
+func newTunnels(cfg Config, log *slog.Logger, clk clock.Clock, ln net.Listener, store *state.Store) (*tunnel.Server, error) {
 	tcfg := tunnel.Config{
-		Listener: backendLn, HubID: cfg.HubID, Clock: clk, Log: log,
+		Listener: ln, HubID: cfg.HubID, Clock: clk, Log: log,
 		HealthInterval: cfg.HealthInterval,
 		MinIdleTimeout: disabledIfZero(cfg.IdleTimeoutMin), MaxIdleTimeout: disabledIfZero(cfg.IdleTimeoutMax),
 	}
 	if cfg.TLSCertPath != "" {
-		tcfg.TLS, err = tlsfiles.Server(cfg.TLSCertPath, cfg.TLSKeyPath)
-		if err != nil {
-			_ = backendLn.Close()
+		var err error
+		if tcfg.TLS, err = tlsfiles.Server(cfg.TLSCertPath, cfg.TLSKeyPath); err != nil {
 			return nil, err
 		}
 	} else {
@@ -102,8 +130,11 @@ func newApp(cfg config, log *slog.Logger) (*app, error) {
 	default:
 		log.Warn("no registration token configured: any process that can reach --backend-listen can register as a pylon")
 	}
-	a.tunnels = tunnel.New(tcfg, registrar{a.store})
+	return tunnel.New(tcfg, registrar{store}), nil
+}
 
+// proxyConfig is the proxy's configuration from the flags.
+func proxyConfig(cfg Config, log *slog.Logger, clk clock.Clock, m *proxy.Metrics, gatewayToken string) proxy.Config {
 	pcfg := proxy.Defaults()
 	pcfg.GatewayToken = gatewayToken
 	pcfg.MaxReplayBodyBytes = cfg.MaxReplayBodyBytes
@@ -113,18 +144,19 @@ func newApp(cfg config, log *slog.Logger) (*app, error) {
 	pcfg.RequirePylonRetrySignal = cfg.RequirePylonRetrySignal
 	pcfg.RequestTimeout = cfg.RequestTimeout
 	pcfg.Clock, pcfg.Log, pcfg.Metrics = clk, log, m
-	a.proxy = proxy.New(pcfg, a.store, a.tunnels, resolver)
+	return pcfg
+}
 
-	apiLn, err := serve.Listen("listen", cfg.Listen)
+// listen opens the API and metrics listeners and builds the three servers.
+func (a *App) listen(reg *prometheus.Registry, backendLn net.Listener) error {
+	apiLn, err := serve.Listen("listen", a.cfg.Listen)
 	if err != nil {
-		_ = backendLn.Close()
-		return nil, err
+		return err
 	}
-	metricsLn, err := serve.Listen("metrics-listen", cfg.MetricsListen)
+	metricsLn, err := serve.Listen("metrics-listen", a.cfg.MetricsListen)
 	if err != nil {
-		_ = backendLn.Close()
 		_ = apiLn.Close()
-		return nil, err
+		return err
 	}
 	mux := http.NewServeMux()
 	serve.Probes(mux, &a.ready)
@@ -134,13 +166,13 @@ func newApp(cfg config, log *slog.Logger) (*app, error) {
 	mux.HandleFunc("/", serve.NotFound)
 	mmux := http.NewServeMux()
 	mmux.Handle("GET /metrics", obs.MetricsHandler(reg))
-	if cfg.Pprof {
+	if a.cfg.Pprof {
 		obs.Pprof(mmux)
 	}
 	a.api = serve.Server{Name: "api", Listener: apiLn, Handler: mux}
 	a.metrics = serve.Server{Name: "metrics", Listener: metricsLn, Handler: mmux}
 	a.backend = serve.Server{Name: "backend", Listener: backendLn}
-	return a, nil
+	return nil
 }
 
 // disabledIfZero maps the flags' "0 disables" to the tunnel's negative.
@@ -151,7 +183,9 @@ func disabledIfZero(d time.Duration) time.Duration {
 	return d
 }
 
-func (a *app) run(ctx context.Context) error {
+// Run serves until ctx is cancelled, then drains: readiness goes false,
+// the tunnels drain, and in-flight requests get --drain-timeout to finish.
+func (a *App) Run(ctx context.Context) error {
 	tctx, tcancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var tunnelErr error
@@ -181,66 +215,3 @@ func (r registrar) Registered(b tunnel.Backend, reg *protocol.Registration, rtt 
 }
 
 func (r registrar) Disconnected(b tunnel.Backend) { r.store.Remove(b.ID) }
-
-// serveModels answers GET /v1/models with the active models (unscoped),
-// optionally filtered by ?model_ids= (hub.md §6.8).
-func (a *app) serveModels(w http.ResponseWriter, r *http.Request) {
-	ids := a.store.ActiveModels("")
-	if want := r.URL.Query()["model_ids"]; len(want) > 0 {
-		keep := map[string]bool{}
-		for _, id := range want {
-			id = strings.TrimSpace(id)
-			if id == "" {
-				openai.WriteError(w, openai.BadRequest("model_ids", "invalid_value", "model_ids must not be blank"))
-				return
-			}
-			keep[id] = true
-		}
-		filtered := ids[:0:0]
-		for _, id := range ids {
-			if keep[id] {
-				filtered = append(filtered, id)
-			}
-		}
-		ids = filtered
-	}
-	sort.Strings(ids)
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
-	out := struct {
-		Object string  `json:"object"`
-		Data   []model `json:"data"`
-	}{Object: "list", Data: []model{}}
-	for _, id := range ids {
-		out.Data = append(out.Data, model{ID: id, Object: "model", OwnedBy: "stargate"})
-	}
-	writeJSON(w, out)
-}
-
-// serveDebug answers GET /debug/state: configuration, tunnels and the
-// routing state with reservations.
-func (a *app) serveDebug(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, map[string]any{
-		"config": map[string]any{
-			"hub_id": a.cfg.HubID, "listen": a.cfg.Listen, "backend_listen": a.cfg.BackendListen,
-			"metrics_listen": a.cfg.MetricsListen, "tunnel_protocol": "http2-reverse", "default_lb": "power-of-n",
-		},
-		"sessions":         a.tunnels.Sessions(),
-		"routing":          a.store.Debug(),
-		"active_model_ids": a.store.ActiveModels(""),
-	})
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		openai.WriteError(w, openai.Internal("encoding response"))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(append(b, '\n'))
-}

@@ -1,0 +1,74 @@
+package app
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/stargate-router/stargate/pkg/openai"
+)
+
+// serveModels answers GET /v1/models with the active models (unscoped),
+// optionally filtered by ?model_ids=
+// (docs/design/routing-state.md#model-discovery).
+func (a *App) serveModels(w http.ResponseWriter, r *http.Request) {
+	ids := a.store.ActiveModels("")
+	if want := r.URL.Query()["model_ids"]; len(want) > 0 {
+		keep := map[string]bool{}
+		for _, id := range want {
+			id = strings.TrimSpace(id)
+			if id == "" {
+				openai.WriteError(w, openai.BadRequest("model_ids", "invalid_value", "model_ids must not be blank"))
+				return
+			}
+			keep[id] = true
+		}
+		filtered := ids[:0:0]
+		for _, id := range ids {
+			if keep[id] {
+				filtered = append(filtered, id)
+			}
+		}
+		ids = filtered
+	}
+	sort.Strings(ids)
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, id := range ids {
+		out.Data = append(out.Data, model{ID: id, Object: "model", OwnedBy: "stargate"})
+	}
+	writeJSON(w, out)
+}
+
+// serveDebug answers GET /debug/state: configuration, tunnels and the
+// routing state with reservations.
+func (a *App) serveDebug(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, map[string]any{
+		"config": map[string]any{
+			"hub_id": a.cfg.HubID, "listen": a.cfg.Listen, "backend_listen": a.cfg.BackendListen,
+			"metrics_listen": a.cfg.MetricsListen, "tunnel_protocol": "http2-reverse", "default_lb": "power-of-n",
+		},
+		"sessions":         a.tunnels.Sessions(),
+		"routing":          a.store.Debug(),
+		"active_model_ids": a.store.ActiveModels(""),
+	})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		openai.WriteError(w, openai.Internal("encoding response"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(b, '\n'))
+}

@@ -1,0 +1,277 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/stargate-router/stargate/hub/internal/routing"
+	"github.com/stargate-router/stargate/hub/internal/state"
+	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/openai"
+)
+
+type next int
+
+const (
+	nextDone    next = iota // a response was written (or the client left)
+	nextCluster             // exclude this cluster and run the load balancer again
+)
+
+// tryCluster runs attempts on the chosen cluster's backends, sibling after
+// sibling, until one answers or the cluster must be given up.
+func (p *Proxy) tryCluster(w http.ResponseWriter, r *http.Request, req *request, st *loop, dec *routing.Decision) next {
+	for {
+		b, ok := p.store.NextBackend(req.target, dec.ClusterID, func(id string) bool { return st.failedBackends[id] })
+		if !ok {
+			return nextCluster
+		}
+		switch p.attempt(w, r, req, st, dec, b) {
+		case attemptDone:
+			return nextDone
+		case attemptSibling:
+			st.failBackend(b.ID)
+		case attemptOtherCluster:
+			st.failBackend(b.ID)
+			return nextCluster
+		}
+	}
+}
+
+// attemptResult is what an attempt leaves the routing loop to do.
+type attemptResult int
+
+const (
+	attemptDone         attemptResult = iota // answered (or the client left)
+	attemptSibling                           // fail this backend, try the cluster's next one
+	attemptOtherCluster                      // fail this backend and its cluster, pass again
+)
+
+// statusClientClosed labels requests whose client left before an answer
+// (nginx's 499).
+const statusClientClosed = 499
+
+// attempt sends the request to one backend of the chosen cluster and acts
+// on the result (docs/design/hub-request.md#one-attempt): reserve load on
+// the cluster, build the outbound request, make the round trip bounded by
+// the head timeout, then classify a transport failure or an answer into a
+// retry on a sibling, a retry on another cluster, or the answer written to
+// the client.
+func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, req *request, st *loop, dec *routing.Decision, b state.Backend) attemptResult {
+	st.attempts++
+	res := p.store.Reserve(req.target, dec.ClusterID, b.ID, req.pass.Req.InputTokens, req.pass.Req.Priority)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	rt, ok := p.tunnels.RoundTripper(b.ID)
+	if !ok {
+		return p.transportFailed(w, r, req, st, b, errors.New("no tunnel to backend "+b.ID))
+	}
+	out, err := outbound(ctx, r, req, dec)
+	if err != nil {
+		openai.WriteError(w, openai.Internal("building upstream request"))
+		return attemptDone
+	}
+	// answered closes the body: a retry closes it at once, an answer once
+	// it is copied to the client.
+	resp, err := p.roundTrip(ctx, cancel, rt, out, req, st, dec, b) //nolint:bodyclose // closed by answered, as above
+	if err != nil {
+		return p.transportFailed(w, r, req, st, b, err)
+	}
+	return p.answered(w, r, req, st, dec.ClusterID, b, resp, res)
+}
+
+// outbound builds the request to the pylon: the buffered body (replayable
+// on a retry), the forwarded headers, and the hub's queue estimate of the
+// chosen cluster when it has one.
+func outbound(ctx context.Context, r *http.Request, req *request, dec *routing.Decision) (*http.Request, error) {
+	// The host is a placeholder: the tunnel RoundTripper sends every
+	// request to its one pylon, whatever the URL says.
+	out, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://pylon"+r.URL.RequestURI(), bytes.NewReader(req.body))
+	if err != nil {
+		return nil, err
+	}
+	out.Header = forwardHeaders(r.Header)
+	if dec.QueueEstimateKnown {
+		out.Header[canonExpectedQueueMs] = []string{strconv.FormatUint(dec.QueueEstimateMs, 10)}
+	}
+	out.ContentLength = int64(len(req.body))
+	return out, nil
+}
+
+// roundTrip sends out over rt and returns the response head. The head must
+// arrive within RequestTimeout, else cancel ends the attempt; once it has
+// arrived the body may stream for as long as it takes.
+func (p *Proxy) roundTrip(ctx context.Context, cancel context.CancelFunc, rt http.RoundTripper, out *http.Request,
+	req *request, st *loop, dec *routing.Decision, b state.Backend) (*http.Response, error) {
+	var headArrived atomic.Bool
+	timer := p.cfg.Clock.AfterFunc(p.cfg.RequestTimeout, func() {
+		if !headArrived.Load() {
+			cancel()
+		}
+	})
+	p.logAttempt(ctx, req, st, b)
+	_, aspan := p.startAttemptSpan(ctx, out, req, st, dec, b)
+	var sent time.Time
+	if aspan.IsRecording() {
+		sent = p.cfg.Clock.Now()
+	}
+	resp, err := rt.RoundTrip(out)
+	headArrived.Store(true)
+	timer.Stop()
+	var ttfb time.Duration
+	if !sent.IsZero() {
+		ttfb = p.cfg.Clock.Since(sent)
+	}
+	endAttemptSpan(aspan, resp, err, ttfb)
+	return resp, err
+}
+
+// logAttempt logs one attempt at info. Enabled is checked first: building
+// the arguments allocates on every request, and production hubs log at
+// warn.
+func (p *Proxy) logAttempt(ctx context.Context, req *request, st *loop, b state.Backend) {
+	if !p.cfg.Log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	t, rr := req.target, &req.pass.Req
+	p.cfg.Log.Info("proxying request", "request_id", rr.ID, "routing_key", t.RoutingKey, "model_id", t.Model,
+		"input_tokens", rr.InputTokens, "routing_algorithm", req.pass.Route.Algorithm, "inference_server_id", b.ID,
+		"attempt", st.attempts, "connect_retries", st.connectRetries, "request_retries", st.requestRetries)
+}
+
+// transportFailed handles an attempt that got no answer: the client left
+// (499), or the tunnel failed, which moves to a sibling backend while the
+// retry budget and the connect retries last, and is a 502 after.
+func (p *Proxy) transportFailed(w http.ResponseWriter, r *http.Request, req *request, st *loop, b state.Backend, err error) attemptResult {
+	t := req.target
+	if r.Context().Err() != nil {
+		p.cfg.Metrics.attempt(t, b.ID, "proxy_"+strconv.Itoa(statusClientClosed))
+		p.done(req, b.ID, statusClientClosed)
+		return attemptDone
+	}
+	p.cfg.Metrics.attempt(t, b.ID, "proxy_502")
+	p.cfg.Log.Warn("tunnel upstream request failed", "request_id", req.pass.Req.ID, "inference_server_id", b.ID, "err", err)
+	switch {
+	case p.budgetSpent(req):
+		p.cfg.Metrics.exhausted(t, "retry_budget_exhausted")
+	case st.connectRetries >= p.cfg.MaxConnectRetries:
+		p.cfg.Metrics.exhausted(t, "connect_retries_exhausted")
+	default:
+		st.connectRetries++
+		p.cfg.Metrics.retry(t, "connect_failover")
+		return attemptSibling
+	}
+	openai.WriteError(w, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: "upstream_unreachable",
+		Message: "the serving cluster could not be reached"})
+	p.done(req, b.ID, http.StatusBadGateway)
+	return attemptDone
+}
+
+// answered handles an upstream answer: a queue-estimate mismatch releases
+// the reservation at once (the pylon refused the load it stands for); a
+// retryable answer is retried while the budgets last; anything else is
+// written to the client.
+func (p *Proxy) answered(w http.ResponseWriter, r *http.Request, req *request, st *loop, clusterID string, b state.Backend,
+	resp *http.Response, res state.Reservation) attemptResult {
+	t := req.target
+	p.cfg.Metrics.attempt(t, b.ID, "upstream_"+strconv.Itoa(resp.StatusCode))
+	p.cfg.Metrics.proxyDuration(t, b.ID, p.cfg.Clock.Since(req.start))
+	reason := strings.TrimSpace(headers.First(resp.Header, canonRetryReason))
+	if resp.StatusCode == http.StatusTooManyRequests && isTrue(headers.First(resp.Header, canonRetryable)) && reason == headers.ReasonQueueEstimateMismatch {
+		res.Release()
+	}
+	if p.retryable(resp) {
+		if result, retry := p.retryAnswer(req, st, b, resp, reason); retry {
+			return result
+		}
+	}
+	return p.writeAnswer(w, r, req, clusterID, b, resp)
+}
+
+// retryAnswer decides whether a retryable answer is retried. Within the
+// retry budget and --proxy-max-request-retries, a queue-estimate mismatch
+// goes to a sibling backend of the same cluster (another engine there may
+// have room) and any other reason to another cluster. Otherwise it counts
+// the exhaustion and reports false: the answer is passed through.
+func (p *Proxy) retryAnswer(req *request, st *loop, b state.Backend, resp *http.Response, reason string) (attemptResult, bool) {
+	t := req.target
+	if reason == "" {
+		reason = "retryable_upstream_response"
+	}
+	switch {
+	case p.budgetSpent(req):
+		p.cfg.Metrics.exhausted(t, "retry_budget_exhausted")
+		return attemptDone, false
+	case st.requestRetries >= p.cfg.MaxRequestRetries:
+		p.cfg.Metrics.exhausted(t, reason)
+		return attemptDone, false
+	}
+	st.requestRetries++
+	p.cfg.Metrics.retry(t, reason)
+	_ = resp.Body.Close()
+	if reason == headers.ReasonQueueEstimateMismatch {
+		p.cfg.Log.Warn("retrying request on a sibling backend after local queue mismatch", "request_id", req.pass.Req.ID, "inference_server_id", b.ID)
+		return attemptSibling, true
+	}
+	p.cfg.Log.Warn("retrying request after retryable upstream response", "request_id", req.pass.Req.ID, "inference_server_id", b.ID,
+		"status", resp.StatusCode, "reason", reason)
+	return attemptOtherCluster, true
+}
+
+// writeAnswer copies the upstream answer to the client. The backend's
+// identity goes into response headers, so a value that is not a valid
+// header value is a 500 instead. A body that breaks after the head aborts
+// the client's stream.
+func (p *Proxy) writeAnswer(w http.ResponseWriter, r *http.Request, req *request, clusterID string, b state.Backend,
+	resp *http.Response) attemptResult {
+	if !httpguts.ValidHeaderFieldValue(b.ID) || !httpguts.ValidHeaderFieldValue(b.URL) || !httpguts.ValidHeaderFieldValue(clusterID) {
+		_ = resp.Body.Close()
+		p.cfg.Log.Error("backend identity is not a valid header value", "request_id", req.pass.Req.ID,
+			"inference_server_id", b.ID, "cluster_id", clusterID)
+		openai.WriteError(w, openai.Internal("the serving backend cannot be named in a response header"))
+		p.done(req, b.ID, http.StatusInternalServerError)
+		return attemptDone
+	}
+	err := p.copyResponse(w, resp, clusterID, b)
+	p.done(req, b.ID, resp.StatusCode)
+	if err != nil && r.Context().Err() == nil {
+		// The upstream stream broke after the head: abort the client's
+		// stream so that it reads as truncated, not complete, as
+		// httputil.ReverseProxy does (docs/design/hub-request.md#streaming).
+		p.cfg.Log.Warn("upstream response body failed; aborting the client stream", "request_id", req.pass.Req.ID,
+			"inference_server_id", b.ID, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	return attemptDone
+}
+
+// budgetSpent reports that the request may not retry: its budget header
+// was 0, or the budget's deadline has passed.
+func (p *Proxy) budgetSpent(req *request) bool {
+	return req.noRetries || (!req.budgetUntil.IsZero() && !p.cfg.Clock.Now().Before(req.budgetUntil))
+}
+
+// retryable reports whether an answer may be retried
+// (docs/design/hub-request.md#retries): a retryable status and the
+// pylon's signal; an explicit false always blocks.
+func (p *Proxy) retryable(resp *http.Response) bool {
+	if !slices.Contains(p.cfg.RetryableStatusCodes, resp.StatusCode) {
+		return false
+	}
+	v := strings.TrimSpace(headers.First(resp.Header, canonRetryable))
+	if v == "" {
+		return !p.cfg.RequirePylonRetrySignal
+	}
+	return strings.EqualFold(v, "true")
+}
+
+func isTrue(v string) bool { return strings.EqualFold(strings.TrimSpace(v), "true") }

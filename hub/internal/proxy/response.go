@@ -1,0 +1,98 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/stargate-router/stargate/hub/internal/state"
+	"github.com/stargate-router/stargate/pkg/headers"
+)
+
+// forwardHeaders is the request header set sent to the pylon: everything
+// but hop-by-hop headers, Host, the routing method, the hint the hub
+// consumes, and the headers only the hub or the pylon may set
+// (docs/design/headers.md#who-strips-what).
+func forwardHeaders(in http.Header) http.Header {
+	out := make(http.Header, len(in))
+	headers.CopyExcept(out, in, notForwarded)
+	return out
+}
+
+// notForwarded is the set forwardHeaders leaves out.
+var notForwarded = headers.NewSet(append([]string{"Host", headers.RoutingMethod, headers.StargateLastClusterID, headers.StargateRetryable,
+	headers.StargateRetryReason, headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode}, headers.HopByHop...)...)
+
+// notRelayed is the set of upstream response headers copyResponse leaves
+// out: the pylon's retry signals and error code are for the hub only.
+var notRelayed = headers.NewSet(append([]string{"Content-Length", headers.StargateRetryable, headers.StargateRetryReason,
+	headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode}, headers.HopByHop...)...)
+
+// The headers the hub sets or reads on every request and answer, in
+// canonical form: Header.Set and Get canonicalise their key, allocating a
+// new string for these lower-case names on every call.
+var (
+	canonExpectedQueueMs    = http.CanonicalHeaderKey(headers.StargateExpectedQueueMs)
+	canonInferenceServerID  = http.CanonicalHeaderKey(headers.InferenceServerID)
+	canonInferenceServerURL = http.CanonicalHeaderKey(headers.InferenceServerURL)
+	canonClusterID          = http.CanonicalHeaderKey(headers.StargateClusterID)
+	canonRetryReason        = http.CanonicalHeaderKey(headers.StargateRetryReason)
+	canonRetryable          = http.CanonicalHeaderKey(headers.StargateRetryable)
+)
+
+// copyResponse writes the upstream answer to the client: status and headers
+// first (with the serving backend's identity), then the body flushed chunk
+// by chunk so SSE events are never held back. It returns the error that
+// ended reading the upstream body: nil at its end, and nil when writing to
+// the client failed (the client is gone).
+func (p *Proxy) copyResponse(w http.ResponseWriter, resp *http.Response, clusterID string, b state.Backend) error {
+	defer func() { _ = resp.Body.Close() }()
+	h := w.Header()
+	headers.CopyExcept(h, resp.Header, notRelayed)
+	h[canonInferenceServerID] = []string{b.ID}
+	if b.URL != "" {
+		h[canonInferenceServerURL] = []string{b.URL}
+	}
+	h[canonClusterID] = []string{clusterID}
+	w.WriteHeader(resp.StatusCode)
+	// Every chunk is flushed as it arrives, since a body of any type may be
+	// a stream. The head goes out on its own only for declared streams (SSE,
+	// NDJSON), so they show their status before the first event; other
+	// answers send it with their first chunk, one write fewer.
+	rc := http.NewResponseController(w)
+	if headers.IsStreamingContentType(resp.Header.Get("Content-Type")) {
+		_ = rc.Flush()
+	}
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	buf := *bp
+	remaining := resp.ContentLength // -1: unknown
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return nil
+			}
+			// The chunk that completes the body is not flushed alone: it
+			// goes out with the end of the response when the handler
+			// returns, so a short answer costs one write to the client
+			// instead of two, and the client cannot complete it any
+			// earlier. The pylon sends Content-Length for the answers it
+			// relays whole, and the next Read only confirms the end.
+			remaining -= int64(n)
+			if !errors.Is(err, io.EOF) && remaining != 0 && rc.Flush() != nil {
+				return nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// copyBuffers recycles copyResponse's 32 KiB buffers across requests.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
