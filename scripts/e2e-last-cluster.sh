@@ -61,23 +61,29 @@ for b in mock-engine pylon hub gateway; do
 	[ -x "$BIN/$b" ] || fail "$BIN/$b is missing: run 'make build' first"
 done
 
-# free_port prints a loopback port nobody listens on and nobody else in this
-# run was given.
+# free_ports sets each named variable to a loopback port nobody listens on
+# and nobody else in this run was given. It assigns in place rather than
+# printing: $(...) would run it in a subshell, whose record of the ports
+# already given is lost, so two services of one arm could get one port.
 USED_PORTS=" "
-free_port() {
-	local p
-	for _ in $(seq 1 200); do
-		# Below the kernel's ephemeral range (32768+), so no outgoing
-		# connection of an earlier arm can hold the port.
-		p=$((12000 + RANDOM % 20000))
-		case "$USED_PORTS" in *" $p "*) continue ;; esac
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			USED_PORTS="$USED_PORTS$p "
-			echo "$p"
-			return
-		fi
+free_ports() {
+	local var p
+	for var in "$@"; do
+		p=
+		for _ in $(seq 1 200); do
+			# Below the kernel's ephemeral range (32768+), so no outgoing
+			# connection of an earlier arm can hold the port.
+			p=$((12000 + RANDOM % 20000))
+			case "$USED_PORTS" in *" $p "*) p= && continue ;; esac
+			if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+				break
+			fi
+			p=
+		done
+		[ -n "$p" ] || fail "no free port found"
+		USED_PORTS="$USED_PORTS$p "
+		printf -v "$var" '%s' "$p"
 	done
-	fail "no free port found"
 }
 
 start() { # name, then the command
@@ -161,9 +167,7 @@ run_arm() { # algorithm, flag
 		"$MODEL" "$alg" "$group" "$flag" >"$WORK/lb.json"
 
 	local pma pmb hl hb hm gl gm ob om pal pam pbl pbm
-	pma=$(free_port) pmb=$(free_port) hl=$(free_port) hb=$(free_port) hm=$(free_port)
-	gl=$(free_port) gm=$(free_port) ob=$(free_port) om=$(free_port)
-	pal=$(free_port) pam=$(free_port) pbl=$(free_port) pbm=$(free_port)
+	free_ports pma pmb hl hb hm gl gm ob om pal pam pbl pbm
 	MOCK_A=http://127.0.0.1:$pma MOCK_B=http://127.0.0.1:$pmb
 	HUB=http://127.0.0.1:$hl GATEWAY=http://127.0.0.1:$gl
 
