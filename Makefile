@@ -22,7 +22,7 @@ EXTRA         ?=
 # Binaries and the package each is built from.
 CMDS := ./pkg/cmd/mock-engine ./pkg/cmd/demo ./pkg/cmd/baseline-proxy ./pkg/cmd/loadgen ./gateway/cmd/gateway ./hub/cmd/hub ./pylon/cmd/pylon ./hub/cmd/routing-sim
 
-.PHONY: all build test unit fuzz-smoke lint fmt vet golangci tidy-check demo bench compare e2e clean tools
+.PHONY: all build test unit fuzz-smoke lint fmt vet golangci tidy-check citations demo bench compare e2e clean tools
 
 all: build
 
@@ -45,8 +45,12 @@ unit:
 fuzz-smoke:
 	@scripts/fuzz-smoke.sh $(FUZZTIME)
 
-## lint: gofmt, go vet, golangci-lint (pinned) and go.mod tidiness, every module
-lint: fmt vet golangci tidy-check
+## lint: gofmt, go vet, golangci-lint (pinned), go.mod tidiness (every module), and citations a
+## reader of the repository can follow (no section numbers of outside documents, no broken doc links)
+lint: fmt vet golangci tidy-check citations
+
+citations:
+	@cd pkg && $(GO) run ./internal/cmd/citecheck -root ..
 
 fmt:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi
