@@ -77,6 +77,18 @@ func BuildInfo(reg prometheus.Registerer, namespace, version string) {
 	reg.MustRegister(g)
 }
 
+// MetricsMux is the metrics listener's routes: GET /metrics for reg and,
+// with pprof, the runtime profiler (see Pprof). Every binary serves it on
+// its own listener, apart from the API.
+func MetricsMux(reg *prometheus.Registry, pprof bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", MetricsHandler(reg))
+	if pprof {
+		Pprof(mux)
+	}
+	return mux
+}
+
 // Pprof adds the runtime profiler's handlers under /debug/pprof/ to mux.
 // Binaries expose it only behind a flag and only on their metrics
 // listener, which operators keep off the public network.

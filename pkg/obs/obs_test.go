@@ -58,3 +58,27 @@ func TestPprof(t *testing.T) {
 		t.Fatalf("/debug/pprof/ = %d", rec.Code)
 	}
 }
+
+// TestMetricsMux: /metrics always, the profiler only when asked, and
+// nothing else (the API has its own listener).
+func TestMetricsMux(t *testing.T) {
+	reg := NewRegistry()
+	BuildInfo(reg, "pylon", "v1")
+	for _, tc := range []struct {
+		pprof bool
+		path  string
+		code  int
+	}{
+		{false, "/metrics", 200}, {false, "/debug/pprof/", 404}, {false, "/v1/models", 404},
+		{true, "/metrics", 200}, {true, "/debug/pprof/", 200},
+	} {
+		rec := httptest.NewRecorder()
+		MetricsMux(reg, tc.pprof).ServeHTTP(rec, httptest.NewRequest("GET", tc.path, nil))
+		if rec.Code != tc.code {
+			t.Errorf("pprof=%v GET %s = %d, want %d", tc.pprof, tc.path, rec.Code, tc.code)
+		}
+		if tc.path == "/metrics" && !strings.Contains(rec.Body.String(), `pylon_build_info{version="v1"} 1`) {
+			t.Errorf("pprof=%v /metrics lacks the build info", tc.pprof)
+		}
+	}
+}

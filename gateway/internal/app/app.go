@@ -94,7 +94,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	})
 	err := serve.Run(ctx, g.log, g.cfg.Drain, func() { g.ready.Set(false) },
 		serve.Server{Name: "api", Listener: g.apiLn, Handler: g.apiMux()},
-		serve.Server{Name: "metrics", Listener: g.metricsLn, Handler: g.metricsMux()})
+		serve.Server{Name: "metrics", Listener: g.metricsLn, Handler: obs.MetricsMux(g.reg, false)})
 	cancel()
 	wg.Wait()
 	g.stop(p)
@@ -117,12 +117,6 @@ func (g *Gateway) apiMux() http.Handler {
 		}
 		openai.WriteError(w, openai.Unavailable("starting", "the gateway is starting"))
 	})
-	return mux
-}
-
-func (g *Gateway) metricsMux() http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", obs.MetricsHandler(g.reg))
 	return mux
 }
 

@@ -164,13 +164,8 @@ func (a *App) listen(reg *prometheus.Registry, backendLn net.Listener) error {
 	mux.HandleFunc("GET /debug/state", a.serveDebug)
 	mux.Handle("/v1/", a.proxy.Handler())
 	mux.HandleFunc("/", serve.NotFound)
-	mmux := http.NewServeMux()
-	mmux.Handle("GET /metrics", obs.MetricsHandler(reg))
-	if a.cfg.Pprof {
-		obs.Pprof(mmux)
-	}
 	a.api = serve.Server{Name: "api", Listener: apiLn, Handler: mux}
-	a.metrics = serve.Server{Name: "metrics", Listener: metricsLn, Handler: mmux}
+	a.metrics = serve.Server{Name: "metrics", Listener: metricsLn, Handler: obs.MetricsMux(reg, a.cfg.Pprof)}
 	a.backend = serve.Server{Name: "backend", Listener: backendLn}
 	return nil
 }

@@ -131,13 +131,8 @@ func (a *Agent) listen(reg *prometheus.Registry) error {
 	mux := http.NewServeMux()
 	serve.Probes(mux, &a.ready)
 	mux.HandleFunc("/", serve.NotFound)
-	mmux := http.NewServeMux()
-	mmux.Handle("GET /metrics", obs.MetricsHandler(reg))
-	if a.cfg.Pprof {
-		obs.Pprof(mmux)
-	}
 	a.api = serve.Server{Name: "api", Listener: apiLn, Handler: mux}
-	a.metrics = serve.Server{Name: "metrics", Listener: metricsLn, Handler: mmux}
+	a.metrics = serve.Server{Name: "metrics", Listener: metricsLn, Handler: obs.MetricsMux(reg, a.cfg.Pprof)}
 	return nil
 }
 
