@@ -34,12 +34,11 @@ build:
 ## test: the whole gate CI runs: lint, race tests of every module, fuzz smoke, e2e
 test: lint unit fuzz-smoke e2e
 
-## unit: go test -race in every module
+## unit: go test -race in every module, as one go command over the workspace (go.work) so the
+## packages of all modules share the cores: a module's slowest test no longer idles the other core
+## (184 s as a loop over modules, 123 s as one command, warm, on 2 cores)
 unit:
-	@for m in $(MODULES); do \
-		echo "== go test -race $$m"; \
-		(cd $$m && $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; \
-	done
+	$(GO) test -race -count=1 -timeout 10m $(MODULES:%=./%/...)
 
 ## fuzz-smoke: every Fuzz target for FUZZTIME (default 5s) on top of its seed corpus
 fuzz-smoke:
@@ -57,7 +56,7 @@ fmt:
 	@echo "gofmt: clean"
 
 vet:
-	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	$(GO) vet $(MODULES:%=./%/...)
 	@echo "go vet: clean"
 
 $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION):
