@@ -160,9 +160,10 @@ const (
 )
 
 // Hub -> gateway response headers. They are internal: the gateway reads
-// StargateClusterID for last-cluster tracking and removes all of them (see
-// InternalResponse) before a response reaches a client, since they expose
-// the serving topology (docs/design/headers.md#hub-to-gateway).
+// StargateClusterID for last-cluster tracking and StargateSessionState for
+// its session metrics, and removes all of them (see InternalResponse)
+// before a response reaches a client, since they expose the serving
+// topology and the hub's routing (docs/design/headers.md#hub-to-gateway).
 const (
 	// StargateClusterID is the cluster of the backend that served the
 	// request, set on every relayed answer. The gateway stores it as the
@@ -181,6 +182,16 @@ const (
 	// for example ErrorCodeNoEligibleCandidates; it always equals the error
 	// body's code (docs/design/headers.md#error-codes).
 	StargateErrorCode = "x-stargate-error-code"
+
+	// StargateSessionState is the class the hub gave the request with
+	// last_cluster_affinity (SessionStateNew, SessionStateReturning or
+	// SessionStateStale), set on every answer the hub relays from a
+	// cluster when the request was classified and absent otherwise
+	// (docs/design/hub-request.md#session-classification). The gateway
+	// reads it only to label its session metrics: the class is known only
+	// at the hub, and the gateway is where the client's TTFT and the
+	// usage's cached tokens are measured.
+	StargateSessionState = "x-stargate-session-state"
 )
 
 // Mock engine -> client response headers. They describe the modelled prefix
@@ -305,7 +316,8 @@ const (
 )
 
 // Header values shared across tiers, compared byte for byte
-// (docs/design/headers.md#error-codes).
+// (docs/design/headers.md#error-codes; the session states:
+// docs/design/headers.md#hub-to-gateway).
 const (
 	// ReasonQueueEstimateMismatch is pylon's StargateRetryReason when its
 	// local queue estimate exceeds the hub's; the hub retries a sibling
@@ -340,6 +352,17 @@ const (
 	// every candidate failed; later upstream Stargate versions use it for
 	// every pre-upstream admission refusal.
 	ErrorCodeOverloaded = "overloaded_error"
+	// SessionStateNew is StargateSessionState for a request without a
+	// usable last-cluster hint.
+	SessionStateNew = "new"
+
+	// SessionStateReturning is StargateSessionState for a request whose
+	// hint named a current candidate cluster.
+	SessionStateReturning = "returning"
+
+	// SessionStateStale is StargateSessionState for a request whose hint
+	// named a cluster outside the candidates.
+	SessionStateStale = "stale"
 )
 
 // known lists every header name this package defines, in the order the
@@ -350,7 +373,7 @@ var known = [...]string{
 	Priority, RequestSLOMs, MaxWaitMs, StargateMaxWaitMs, StargateLastClusterID,
 	StargateExpectedQueueMs, OutputTokens, DynamoRequestPriority, DynamoRequestStrictPriority,
 	StargateUpstreamRetryable, StargateRetryable, StargateRetryReason, StargateRetryAfterMs,
-	StargateClusterID, InferenceServerID, InferenceServerURL, StargateErrorCode,
+	StargateClusterID, InferenceServerID, InferenceServerURL, StargateErrorCode, StargateSessionState,
 	KVCacheHit, KVCacheHitTokens, KVCacheReusedInputTokens, KVCacheUncachedInputTokens,
 	KVCacheEvictedEntries, KVCacheEvictedTokens, MockEngineID,
 	RateLimitLimitTokens, RateLimitRemainingTokens, RateLimitResetTokens,

@@ -16,6 +16,7 @@ var spoofedInbound = []string{
 	StargateRetryable,
 	StargateClusterID,
 	StargateErrorCode,
+	StargateSessionState,
 	StargateAuthToken,
 	"x-stargate-made-up-future-header",
 	InferenceServerID,
@@ -154,6 +155,7 @@ func TestStripInternalResponse(t *testing.T) {
 	internal := []string{
 		StargateClusterID,
 		StargateErrorCode,
+		StargateSessionState,
 		StargateRetryable,
 		StargateRetryReason,
 		StargateRetryAfterMs,

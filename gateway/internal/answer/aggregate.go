@@ -81,6 +81,7 @@ type ChatAggregator struct {
 	tier        *string
 	usage       json.RawMessage
 	choices     map[int]*choiceAcc
+	output      bool
 }
 
 // Add folds one event's data in. Unparseable data is an error: the
@@ -99,9 +100,22 @@ func (a *ChatAggregator) Add(data []byte) error {
 		a.usage = c.Usage
 	}
 	for i := range c.Choices {
-		a.choice(c.Choices[i].Index).add(&c.Choices[i])
+		ch := &c.Choices[i]
+		a.output = a.output || ch.carriesOutput()
+		a.choice(ch.Index).add(ch)
 	}
 	return nil
+}
+
+// Output reports whether any chunk added so far carried generated output,
+// by the rule Inspect applies to a streamed chunk, so the gateway can time
+// the first token of an aggregated answer without parsing chunks twice.
+func (a *ChatAggregator) Output() bool { return a.output }
+
+// carriesOutput is Inspect's output rule for one choice of a chunk.
+func (ch *chunkChoice) carriesOutput() bool {
+	d := &ch.Delta
+	return ch.Text != "" || (d.Content != nil && *d.Content != "") || d.ReasoningContent != "" || len(d.ToolCalls) > 0
 }
 
 // choice returns the accumulator of choice index, created on first use.

@@ -131,3 +131,34 @@ func TestUsagePhases(t *testing.T) {
 		t.Fatalf("%+v", u)
 	}
 }
+
+// TestChatAggregatorOutput: the aggregator reports output by Inspect's
+// rule, so timing the first token of an aggregated answer agrees with the
+// streamed one.
+func TestChatAggregatorOutput(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		chunks []string
+		want   bool
+	}{
+		{"role only", []string{`{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`}, false},
+		{"usage only", []string{`{"id":"c","choices":[],"usage":{"prompt_tokens":3}}`}, false},
+		{"content", []string{`{"id":"c","choices":[{"index":0,"delta":{"role":"assistant"}}]}`, `{"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]}`}, true},
+		{"reasoning", []string{`{"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"hm"}}]}`}, true},
+		{"tool call", []string{`{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f"}}]}}]}`}, true},
+		{"completion text", []string{`{"id":"c","choices":[{"index":0,"text":"x"}]}`}, true},
+	} {
+		var agg ChatAggregator
+		for _, c := range tc.chunks {
+			if err := agg.Add([]byte(c)); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			if agg.Output() != Inspect([]byte(c)).Output && !agg.Output() {
+				t.Errorf("%s: aggregator and Inspect disagree on %s", tc.name, c)
+			}
+		}
+		if agg.Output() != tc.want {
+			t.Errorf("%s: Output() = %v, want %v", tc.name, agg.Output(), tc.want)
+		}
+	}
+}

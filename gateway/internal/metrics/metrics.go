@@ -1,6 +1,10 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stargate-router/stargate/pkg/headers"
+)
 
 // Namespace prefixes every gateway series; upstream Stargate's gateway
 // uses the same prefix, so its dashboards and alerts apply unchanged.
@@ -25,7 +29,52 @@ var (
 	Endpoints = []string{"chat_completions", "responses", "completions", "embeddings"}
 	// AuthResults are the client key check outcomes.
 	AuthResults = []string{"ok", "missing", "invalid"}
+	// SessionStates are the session_state label values: the hub's classes
+	// of x-stargate-session-state, then SessionNone.
+	SessionStates = []string{headers.SessionStateNew, headers.SessionStateReturning, headers.SessionStateStale, SessionNone}
+	// CacheResults are the cache label values of the session prompt-token
+	// counter.
+	CacheResults = []string{CacheHit, CacheMiss}
+	// HintResults are the result label values of the last-cluster hint
+	// counter: the hinted session was served on its hinted cluster, or
+	// elsewhere.
+	HintResults = []string{HintFollowed, HintMoved}
 )
+
+// SessionNone is the session_state of an answer without a known class:
+// the hub did not classify the request (no affinity key, or a route without
+// last_cluster_affinity), or sent a value that is not a class.
+const SessionNone = "none"
+
+// The cache label values of the session prompt-token counter: the usage's
+// cached prompt tokens, and the rest.
+const (
+	CacheHit  = "hit"
+	CacheMiss = "miss"
+)
+
+// The result label values of the last-cluster hint counter.
+const (
+	HintFollowed = "followed"
+	HintMoved    = "moved"
+)
+
+// SessionState is the session_state label of an x-stargate-session-state
+// value: the class when the value is exactly one of the hub's three (the
+// HTTP client has already trimmed the spaces around it), SessionNone
+// otherwise. It returns a constant, never v, so the label stays bounded
+// whatever the hub sends.
+func SessionState(v string) string {
+	switch v {
+	case headers.SessionStateNew:
+		return headers.SessionStateNew
+	case headers.SessionStateReturning:
+		return headers.SessionStateReturning
+	case headers.SessionStateStale:
+		return headers.SessionStateStale
+	}
+	return SessionNone
+}
 
 // Metrics holds the gateway's instruments.
 type Metrics struct {
@@ -47,6 +96,15 @@ type Metrics struct {
 	RateLimitDecision *prometheus.CounterVec
 	RateLimitErrors   *prometheus.CounterVec
 	OlricMembers      prometheus.Gauge
+
+	// The session series (docs/metrics.md, section "Gateway"): requests,
+	// prompt tokens and first-token times per session class, and whether
+	// a hinted session stayed on its hinted cluster. They are ours, not
+	// upstream's: upstream's gateway sees no session class.
+	SessionRequests     *prometheus.CounterVec
+	SessionPromptTokens *prometheus.CounterVec
+	SessionFirstToken   *prometheus.HistogramVec
+	HintResults         *prometheus.CounterVec
 }
 
 // New registers every gateway series on reg, with the last-cluster and
@@ -100,10 +158,26 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Rate-limit store failures by operation (reserve|settle) and kind (error|timeout)."}, []string{"op", "kind"}),
 		OlricMembers: prometheus.NewGauge(prometheus.GaugeOpts{Name: n("olric_cluster_members"),
 			Help: "Members of the embedded Olric cluster this replica sees (0 when Olric is off)."}),
+		SessionRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("session_requests_total"),
+			Help: "2xx hub answers by endpoint and session_state (the hub's x-stargate-session-state: new|returning|stale, or none)."},
+			[]string{"endpoint", "session_state", "function_id"}),
+		SessionPromptTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("session_prompt_tokens_total"),
+			Help: "Prompt tokens of 2xx answers' usage by session_state, split into cache=hit (the usage's cached tokens) and cache=miss (the rest)."},
+			[]string{"session_state", "cache", "function_id"}),
+		SessionFirstToken: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: n("session_first_token_seconds"),
+			Help: "Time from request start to the first hub event carrying output, streamed or aggregated, by session_state.", Buckets: durationBuckets},
+			[]string{"endpoint", "session_state", "function_id"}),
+		HintResults: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("last_cluster_hint_results_total"),
+			Help: "2xx answers to requests that carried a last-cluster hint, by result: followed (served on the hinted cluster) or moved."},
+			[]string{"result"}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.HTTPActive, m.UpstreamRequests, m.UpstreamDuration,
 		m.Tokens, m.ProviderTime, m.FirstToken, m.StreamDuration, m.AuthRequests, m.AuthDuration, m.AllowlistMisses,
-		m.LastClusterLookup, m.LastClusterWrite, m.LookupDuration, m.RateLimitDecision, m.RateLimitErrors, m.OlricMembers)
+		m.LastClusterLookup, m.LastClusterWrite, m.LookupDuration, m.RateLimitDecision, m.RateLimitErrors, m.OlricMembers,
+		m.SessionRequests, m.SessionPromptTokens, m.SessionFirstToken, m.HintResults)
+	for _, r := range HintResults {
+		m.HintResults.WithLabelValues(r)
+	}
 	for _, r := range LookupResults {
 		m.LastClusterLookup.WithLabelValues(r)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"mime"
@@ -16,6 +17,7 @@ import (
 	"github.com/stargate-router/stargate/gateway/internal/answer"
 	"github.com/stargate-router/stargate/gateway/internal/config"
 	"github.com/stargate-router/stargate/gateway/internal/lastcluster"
+	"github.com/stargate-router/stargate/gateway/internal/metrics"
 	"github.com/stargate-router/stargate/gateway/internal/ratelimit"
 	"github.com/stargate-router/stargate/gateway/internal/request"
 	"github.com/stargate-router/stargate/pkg/headers"
@@ -48,6 +50,12 @@ type exchange struct {
 	// arrived.
 	used int64
 	span trace.Span
+
+	// session is the session_state label of a 2xx hub answer, read from
+	// its x-stargate-session-state.
+	session string
+	// outputSeen is set once the first event carrying output was timed.
+	outputSeen bool
 }
 
 // endpoint serves one POST API: parse the body, admit the request, call
@@ -255,8 +263,8 @@ func (x *exchange) upstreamMetric(result, status string) {
 
 // respond writes the hub's answer. The session id is echoed so the client
 // can send it back. A non-2xx passes through and consumes no tokens. A 2xx
-// first records the serving cluster, then becomes what the client asked
-// for, and its usage is counted.
+// is counted under its session class, first records the serving cluster,
+// then becomes what the client asked for, and its usage is counted.
 func (x *exchange) respond(ctx context.Context, resp *http.Response) {
 	if x.p.Session.ID != "" {
 		x.w.Header().Set(headers.MultiTurnSessionID, x.p.Session.ID)
@@ -266,9 +274,14 @@ func (x *exchange) respond(ctx context.Context, resp *http.Response) {
 		passHubError(x.w, resp)
 		return
 	}
+	x.session = metrics.SessionState(headers.First(resp.Header, canonicalSessionState))
+	x.s.d.Metrics.SessionRequests.WithLabelValues(x.e.String(), x.session, x.fn).Inc()
 	x.rememberCluster(ctx, resp)
 	x.recordUsage(x.writeAnswer(resp))
 }
+
+// canonicalSessionState is x-stargate-session-state as net/http stores it.
+var canonicalSessionState = http.CanonicalHeaderKey(headers.StargateSessionState)
 
 // rememberCluster records the serving cluster as soon as the 2xx headers
 // arrive, before a byte is written: the session's cache is warm there even
@@ -281,7 +294,56 @@ func (x *exchange) rememberCluster(ctx context.Context, resp *http.Response) {
 		id = ids[0]
 	}
 	x.s.d.Tracker.Remember(ctx, x.target, id, len(ids) > 0)
+	x.hintResult(id)
 }
+
+// hintResult counts, for a request that carried a last-cluster hint,
+// whether the hub served it on the hinted cluster (followed) or elsewhere
+// (moved: another cluster, or no cluster id at all). servedBy is the
+// answer's x-stargate-cluster-id, which the HTTP client has trimmed like
+// the hint the tracker parsed.
+func (x *exchange) hintResult(servedBy string) {
+	hint := x.p.Out.LastCluster
+	if hint == "" {
+		return
+	}
+	result := metrics.HintMoved
+	if servedBy == hint {
+		result = metrics.HintFollowed
+	}
+	x.s.d.Metrics.HintResults.WithLabelValues(result).Inc()
+}
+
+// sawOutput times the first event carrying output, once per answer:
+// request start to that event, on the session first-token histogram for
+// every answer and on the stream first-token histogram for a streamed one
+// (its name says stream, and its dashboards read it so).
+func (x *exchange) sawOutput(streamed bool) {
+	if x.outputSeen {
+		return
+	}
+	x.outputSeen = true
+	m, ep, d := x.s.d.Metrics, x.e.String(), x.s.d.Clock.Since(x.start).Seconds()
+	if streamed {
+		m.FirstToken.WithLabelValues(ep, x.fn).Observe(d)
+	}
+	m.SessionFirstToken.WithLabelValues(ep, x.session, x.fn).Observe(d)
+}
+
+// checkResponsesOutput times the first output of a Responses answer the
+// gateway aggregates. Only a response.output_text.delta event carries
+// output, and its data always holds that quoted type name, so a byte
+// search skips parsing the events before it (created, in_progress,
+// output_item.added, ...), which would cost allocations on every request.
+func (x *exchange) checkResponsesOutput(data []byte) {
+	if !x.outputSeen && bytes.Contains(data, outputTextDelta) && answer.Inspect(data).Output {
+		x.sawOutput(false)
+	}
+}
+
+// outputTextDelta is the quoted type of the one Responses event that
+// carries generated text.
+var outputTextDelta = []byte(`"response.output_text.delta"`)
 
 // writeAnswer turns a 2xx hub answer into what the client asked for and
 // returns the usage it carried, nil when none.
@@ -294,29 +356,48 @@ func (x *exchange) writeAnswer(resp *http.Response) *answer.Usage {
 	case x.p.Req.Stream:
 		return x.streamEvents(resp)
 	case x.e == request.Chat:
-		return aggregateChat(x.w, resp, x.p.Req.Model)
+		return x.aggregateChat(resp)
 	case x.e == request.Responses:
-		return writeTerminalResponse(x.w, resp)
+		return x.writeTerminalResponse(resp)
 	default:
 		return passJSON(x.w, resp)
 	}
 }
 
-// recordUsage counts the reported tokens, settles the reservation against
-// their total, and observes the provider times. Per-phase times exist only
-// when the backend reports them in its usage; total is always the
-// gateway's wall time of the exchange, one clock for every backend.
+// recordUsage counts the reported tokens (also per session class),
+// settles the reservation against their total, and observes the provider
+// times. Per-phase times exist only when the backend reports them in its
+// usage; total is always the gateway's wall time of the exchange, one
+// clock for every backend.
 func (x *exchange) recordUsage(u *answer.Usage) {
 	m, ep, stream := x.s.d.Metrics, x.e.String(), strconv.FormatBool(x.p.Req.Stream)
 	if u != nil {
 		x.used = u.Total
-		m.Tokens.WithLabelValues(ep, "prompt", stream, x.fn).Add(float64(u.Prompt))
-		m.Tokens.WithLabelValues(ep, "completion", stream, x.fn).Add(float64(u.Completion))
-		m.Tokens.WithLabelValues(ep, "total", stream, x.fn).Add(float64(u.Total))
-		m.Tokens.WithLabelValues(ep, "cached", stream, x.fn).Add(float64(u.Cached))
+		m.Tokens.WithLabelValues(ep, "prompt", stream, x.fn).Add(tokenCount(u.Prompt))
+		m.Tokens.WithLabelValues(ep, "completion", stream, x.fn).Add(tokenCount(u.Completion))
+		m.Tokens.WithLabelValues(ep, "total", stream, x.fn).Add(tokenCount(u.Total))
+		m.Tokens.WithLabelValues(ep, "cached", stream, x.fn).Add(tokenCount(u.Cached))
+		x.sessionTokens(u)
 		for _, ph := range u.Phases {
 			m.ProviderTime.WithLabelValues(ep, ph.Phase, stream, x.fn).Observe(ph.Seconds)
 		}
 	}
 	m.ProviderTime.WithLabelValues(ep, "total", stream, x.fn).Observe(x.s.d.Clock.Since(x.start).Seconds())
 }
+
+// sessionTokens splits the usage's prompt tokens by the session class into
+// cache hits (the cached tokens) and misses (the rest). Cached tokens are
+// capped at the prompt tokens, so a usage that reports more cached than
+// prompt tokens cannot make the miss count shrink.
+func (x *exchange) sessionTokens(u *answer.Usage) {
+	prompt := max(u.Prompt, 0)
+	hit := min(max(u.Cached, 0), prompt)
+	c := x.s.d.Metrics.SessionPromptTokens
+	c.WithLabelValues(x.session, metrics.CacheHit, x.fn).Add(float64(hit))
+	c.WithLabelValues(x.session, metrics.CacheMiss, x.fn).Add(float64(prompt - hit))
+}
+
+// tokenCount is a usage count as a counter increment: a negative count (a
+// broken backend's usage) adds nothing, since a Prometheus counter panics
+// on a negative increment.
+func tokenCount(n int64) float64 { return float64(max(n, 0)) }

@@ -45,6 +45,9 @@ type fakeHub struct {
 	// onServe, when set, runs first on every request (e.g. to advance the
 	// fake clock by the time the "upstream" takes).
 	onServe func()
+	// session, when set, is sent as x-stargate-session-state on every
+	// answer, as the hub does for a classified request.
+	session string
 }
 
 func newFakeHub(t *testing.T) *fakeHub {
@@ -77,9 +80,12 @@ func (h *fakeHub) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	h.reqs = append(h.reqs, r.Clone(context.Background()))
 	h.bodies = append(h.bodies, b)
-	status, cluster, gate, firstOut, usageExtra := h.status, h.cluster, h.gate, h.firstOut, h.usageExtra
+	status, cluster, gate, firstOut, usageExtra, sess := h.status, h.cluster, h.gate, h.firstOut, h.usageExtra, h.session
 	h.mu.Unlock()
 	w.Header().Set("X-Stargate-Cluster-Id", cluster)
+	if sess != "" {
+		w.Header().Set("X-Stargate-Session-State", sess)
+	}
 	w.Header().Set("X-Inference-Server-Id", "pylon-1")
 	w.Header().Set("X-Inference-Server-Url", "http://10.0.0.1")
 	w.Header().Set("X-Kv-Cache-Hit", "false")

@@ -150,15 +150,14 @@ func (x *exchange) streamEnd(err error) streamOutcome {
 }
 
 // eventFilter looks at each streamed event on its way to the client: it
-// keeps the usage, observes the first token, drops the usage-only chunk
-// the gateway asked for on the client's behalf, and rewrites the model of
+// keeps the usage, times the first token, drops the usage-only chunk the
+// gateway asked for on the client's behalf, and rewrites the model of
 // chunks when model is set.
 type eventFilter struct {
 	x         *exchange
 	dropUsage bool
 	model     string
 	usage     *answer.Usage
-	sawOutput bool
 }
 
 // pass reports whether ev goes to the client; ev.Raw may be replaced.
@@ -170,10 +169,8 @@ func (f *eventFilter) pass(ev *answer.Event) bool {
 	if info.Usage != nil {
 		f.usage = info.Usage
 	}
-	if !f.sawOutput && info.Output {
-		f.sawOutput = true
-		x := f.x
-		x.s.d.Metrics.FirstToken.WithLabelValues(x.e.String(), x.fn).Observe(x.s.d.Clock.Since(x.start).Seconds())
+	if info.Output {
+		f.x.sawOutput(true)
 	}
 	if f.dropUsage && info.UsageOnly {
 		return false
@@ -188,7 +185,8 @@ func (f *eventFilter) pass(ev *answer.Event) bool {
 
 // aggregateChat serves a non-streaming chat client from the upstream
 // stream: one chat.completion carrying the client's model string.
-func aggregateChat(w http.ResponseWriter, resp *http.Response, clientModel string) *answer.Usage {
+func (x *exchange) aggregateChat(resp *http.Response) *answer.Usage {
+	w, clientModel := x.w, x.p.Req.Model
 	var agg answer.ChatAggregator
 	rd := answer.NewEventReader(resp.Body)
 	for {
@@ -210,6 +208,9 @@ func aggregateChat(w http.ResponseWriter, resp *http.Response, clientModel strin
 			writeBadGateway(w, "upstream stream is malformed")
 			return nil
 		}
+		if agg.Output() {
+			x.sawOutput(false)
+		}
 	}
 	out, err := agg.Result(clientModel, "chat.completion")
 	if err != nil {
@@ -229,7 +230,8 @@ func aggregateChat(w http.ResponseWriter, resp *http.Response, clientModel strin
 // response object of the stream's terminal event (completed, failed or
 // incomplete), with 200 whichever it is, as upstream Stargate's gateway
 // does; the object's status tells the client.
-func writeTerminalResponse(w http.ResponseWriter, resp *http.Response) *answer.Usage {
+func (x *exchange) writeTerminalResponse(resp *http.Response) *answer.Usage {
+	w := x.w
 	rd := answer.NewEventReader(resp.Body)
 	var last json.RawMessage
 	for {
@@ -241,6 +243,7 @@ func writeTerminalResponse(w http.ResponseWriter, resp *http.Response) *answer.U
 			writeBadGateway(w, "upstream stream failed")
 			return nil
 		}
+		x.checkResponsesOutput(ev.Data)
 		if obj, ok := answer.Terminal(ev.Data); ok {
 			last = obj
 		}

@@ -241,7 +241,7 @@ func (p *Proxy) writeAnswer(w http.ResponseWriter, r *http.Request, req *request
 		p.done(req, b.ID, http.StatusInternalServerError)
 		return attemptDone
 	}
-	err := p.copyResponse(w, resp, clusterID, b)
+	err := p.copyResponse(w, resp, clusterID, b, req.sessionState())
 	p.done(req, b.ID, resp.StatusCode)
 	if err != nil && r.Context().Err() == nil {
 		// The upstream stream broke after the head: abort the client's

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stargate-router/stargate/hub/internal/lb/powerofn"
+	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/headers"
@@ -68,7 +69,7 @@ func BenchmarkCopyResponse(b *testing.B) {
 		w := &countingWriter{h: http.Header{}}
 		resp := &http.Response{StatusCode: http.StatusOK, Header: up, ContentLength: int64(len(body)),
 			Body: io.NopCloser(bytes.NewReader(body))}
-		if err := p.copyResponse(w, resp, "pylon", be); err != nil {
+		if err := p.copyResponse(w, resp, "pylon", be, routing.SessionUnclassified); err != nil {
 			b.Fatal(err)
 		}
 		flushes += w.flushes

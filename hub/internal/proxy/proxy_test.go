@@ -211,6 +211,7 @@ func TestForwardedRequest(t *testing.T) {
 	hdr.Set(headers.StargateRetryReason, "queue_estimate_mismatch")
 	hdr.Set(headers.StargateRetryAfterMs, "5")
 	hdr.Set(headers.StargateErrorCode, "spoofed")
+	hdr.Set(headers.StargateSessionState, "returning")
 
 	req, err := http.NewRequest(http.MethodPost, h.srv.URL+"/v1/chat/completions?api-version=2", strings.NewReader(chatBody))
 	if err != nil {
@@ -247,7 +248,7 @@ func TestForwardedRequest(t *testing.T) {
 		t.Errorf("x-stargate-expected-queue-ms = %q, want [%s]", g, qestA)
 	}
 	for _, k := range []string{headers.RoutingMethod, headers.StargateLastClusterID, headers.StargateRetryable,
-		headers.StargateRetryReason, headers.StargateRetryAfterMs, headers.StargateErrorCode} {
+		headers.StargateRetryReason, headers.StargateRetryAfterMs, headers.StargateErrorCode, headers.StargateSessionState} {
 		if v, ok := r.Header[http.CanonicalHeaderKey(k)]; ok {
 			t.Errorf("%s forwarded: %q", k, v)
 		}

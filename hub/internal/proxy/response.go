@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/headers"
 )
@@ -22,12 +23,35 @@ func forwardHeaders(in http.Header) http.Header {
 
 // notForwarded is the set forwardHeaders leaves out.
 var notForwarded = headers.NewSet(append([]string{"Host", headers.RoutingMethod, headers.StargateLastClusterID, headers.StargateRetryable,
-	headers.StargateRetryReason, headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode}, headers.HopByHop...)...)
+	headers.StargateRetryReason, headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode,
+	headers.StargateSessionState}, headers.HopByHop...)...)
 
 // notRelayed is the set of upstream response headers copyResponse leaves
-// out: the pylon's retry signals and error code are for the hub only.
+// out: the pylon's retry signals and error code are for the hub only, and
+// the session state is the hub's to say, so an upstream copy never passes
+// for it.
 var notRelayed = headers.NewSet(append([]string{"Content-Length", headers.StargateRetryable, headers.StargateRetryReason,
-	headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode}, headers.HopByHop...)...)
+	headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode, headers.StargateSessionState},
+	headers.HopByHop...)...)
+
+// sessionStateValues are the x-stargate-session-state values by class, nil
+// for an unclassified request. Every answer shares these slices instead of
+// allocating one per request: nothing writes into a response header's
+// value slice, and each has len == cap, so an append copies it.
+var sessionStateValues = [...][]string{
+	routing.SessionNew:       {headers.SessionStateNew},
+	routing.SessionReturning: {headers.SessionStateReturning},
+	routing.SessionStale:     {headers.SessionStateStale},
+}
+
+// sessionStateValue is the x-stargate-session-state value of s, nil when
+// the request was not classified.
+func sessionStateValue(s routing.SessionState) []string {
+	if int(s) >= len(sessionStateValues) {
+		return nil
+	}
+	return sessionStateValues[s]
+}
 
 // The headers the hub sets or reads on every request and answer, in
 // canonical form: Header.Set and Get canonicalise their key, allocating a
@@ -39,14 +63,16 @@ var (
 	canonClusterID          = http.CanonicalHeaderKey(headers.StargateClusterID)
 	canonRetryReason        = http.CanonicalHeaderKey(headers.StargateRetryReason)
 	canonRetryable          = http.CanonicalHeaderKey(headers.StargateRetryable)
+	canonSessionState       = http.CanonicalHeaderKey(headers.StargateSessionState)
 )
 
 // copyResponse writes the upstream answer to the client: status and headers
-// first (with the serving backend's identity), then the body flushed chunk
-// by chunk so SSE events are never held back. It returns the error that
-// ended reading the upstream body: nil at its end, and nil when writing to
-// the client failed (the client is gone).
-func (p *Proxy) copyResponse(w http.ResponseWriter, resp *http.Response, clusterID string, b state.Backend) error {
+// first (with the serving backend's identity and, for a classified
+// request, its session state), then the body flushed chunk by chunk so SSE
+// events are never held back. It returns the error that ended reading the
+// upstream body: nil at its end, and nil when writing to the client failed
+// (the client is gone).
+func (p *Proxy) copyResponse(w http.ResponseWriter, resp *http.Response, clusterID string, b state.Backend, session routing.SessionState) error {
 	defer func() { _ = resp.Body.Close() }()
 	h := w.Header()
 	headers.CopyExcept(h, resp.Header, notRelayed)
@@ -55,6 +81,9 @@ func (p *Proxy) copyResponse(w http.ResponseWriter, resp *http.Response, cluster
 		h[canonInferenceServerURL] = []string{b.URL}
 	}
 	h[canonClusterID] = []string{clusterID}
+	if v := sessionStateValue(session); v != nil {
+		h[canonSessionState] = v
+	}
 	w.WriteHeader(resp.StatusCode)
 	// Every chunk is flushed as it arrives, since a body of any type may be
 	// a stream. The head goes out on its own only for declared streams (SSE,

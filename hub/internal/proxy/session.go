@@ -16,3 +16,15 @@ func (p *Proxy) recordSession(req *request, dec *routing.Decision, selection str
 		"routing_key", req.target.RoutingKey, "algorithm", alg, "session_state", r.Session.String(),
 		"last_cluster_promoted", r.SessionPromoted, "selected_cluster_id", dec.ClusterID, "selection", selection)
 }
+
+// sessionState is the class the answer's x-stargate-session-state reports:
+// the request's classification on a route with last_cluster_affinity, the
+// same condition under which recordSession counts it, so the header and
+// stargate_routing_session_selections_total never disagree; unclassified
+// otherwise.
+func (req *request) sessionState() routing.SessionState {
+	if !req.pass.Route.LastClusterAffinity {
+		return routing.SessionUnclassified
+	}
+	return req.pass.Req.Session
+}
