@@ -38,6 +38,9 @@ type Config struct {
 	LogLevel        string
 	// Resolve looks up K8sService; nil uses net.DefaultResolver.
 	Resolve func(ctx context.Context, host string) ([]string, error)
+	// LocalAddrs lists this host's interface addresses, which discovery
+	// drops from K8sService's answer; nil uses net.InterfaceAddrs.
+	LocalAddrs func() ([]net.Addr, error)
 }
 
 // Node is a started member.
@@ -153,13 +156,16 @@ func discover(ctx context.Context, cfg Config, log *slog.Logger) ([]string, erro
 		resolve = net.DefaultResolver.LookupHost
 	}
 	port := strconv.Itoa(cfg.MemberlistBindPort)
+	self := selfAddrs(cfg)
 	for attempt := 1; ; attempt++ {
 		addrs, err := resolve(ctx, cfg.K8sService)
-		if err == nil && len(addrs) > 0 {
-			peers := make([]string, 0, len(addrs))
-			for _, a := range addrs {
+		peers := make([]string, 0, len(addrs))
+		for _, a := range addrs {
+			if !self[normalizeIP(a)] {
 				peers = append(peers, net.JoinHostPort(a, port))
 			}
+		}
+		if err == nil && len(peers) > 0 {
 			return peers, nil
 		}
 		if attempt >= cfg.MaxJoinAttempts {
@@ -174,6 +180,44 @@ func discover(ctx context.Context, cfg Config, log *slog.Logger) ([]string, erro
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// selfAddrs is the set of addresses that name this node: the memberlist
+// bind and advertise addresses and every interface address of the host.
+// A headless Service's answer includes the asking pod itself, and Olric
+// refuses to start with itself as a peer ("cannot be peer with itself");
+// every peer shares the memberlist port, so the same IP means this node.
+func selfAddrs(cfg Config) map[string]bool {
+	self := map[string]bool{}
+	for _, a := range []string{cfg.MemberlistBindAddr, cfg.MemberlistAdvertiseAddr} {
+		if a != "" {
+			self[normalizeIP(a)] = true
+		}
+	}
+	local := cfg.LocalAddrs
+	if local == nil {
+		local = net.InterfaceAddrs
+	}
+	addrs, err := local()
+	if err != nil {
+		return self
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			self[ipn.IP.String()] = true
+		}
+	}
+	return self
+}
+
+// normalizeIP writes an IP address in one canonical form, so that the
+// same address from DNS and from an interface compares equal; anything
+// that is not an IP is returned as it is.
+func normalizeIP(a string) string {
+	if ip := net.ParseIP(a); ip != nil {
+		return ip.String()
+	}
+	return a
 }
 
 // Embedded is the in-process client (no network hop for local partitions).
