@@ -1,0 +1,67 @@
+package dashboards
+
+// ss filters the gateway's session series; sh the hub's.
+const (
+	ss = `function_id=~"$function_id"`
+	sh = `model=~"$model", algorithm=~"$algorithm"`
+)
+
+// Sessions is whether multi-turn sessions keep their KV cache: how many
+// return, their cache hits and TTFT per class, and how often they escape
+// their cluster and are followed.
+func Sessions() Dashboard {
+	return Dashboard{
+		File: "sessions.json", UID: "stargate-sessions", Title: "stargate / Sessions",
+		Description: "Multi-turn sessions: the returning share, prompt-cache hits and time to first token per session class (new, returning, stale), and sessions escaping their cluster and being followed.",
+		Tags:        []string{"stargate", "sessions"},
+		Vars: []Var{
+			{Name: "function_id", Label: "Routing key (function_id)", Metric: "llm_api_gateway_session_requests_total", Field: "function_id"},
+			{Name: "model", Label: "Model (hub)", Metric: "stargate_routing_session_selections_total", Field: "model"},
+			{Name: "algorithm", Label: "Algorithm (hub)", Metric: "stargate_routing_session_selections_total", Field: "algorithm"},
+		},
+		Rows: []Row{
+			{Title: "Who returns", Panels: []Panel{
+				{Kind: Stat, Title: "Returning share", Unit: "percentunit", Ratio: true,
+					Description: "Share of classified requests (new, returning, stale) that the hub classified returning: they carried the session's last cluster and it could serve them.",
+					Queries:     []Query{q(`sum(rate(llm_api_gateway_session_requests_total{session_state="returning", `+ss+`}[$__rate_interval])) / sum(rate(llm_api_gateway_session_requests_total{session_state=~"new|returning|stale", `+ss+`}[$__rate_interval]))`, "returning")}},
+				{Title: "Requests by session class", Unit: "reqps", Stacked: true,
+					Description: "Requests per second by the hub's class: new (no hint), returning, stale (the hinted cluster cannot serve it now), none (the model's algorithm does not classify).",
+					Queries:     []Query{q(`sum by (session_state) (rate(llm_api_gateway_session_requests_total{`+ss+`}[$__rate_interval]))`, "{{session_state}}")}},
+				{Title: "Prompt tokens by class and cache", Unit: "short", Stacked: true,
+					Description: "Prompt tokens per second by session class, served from the engine's prefix cache (hit) or prefilled (miss).",
+					Queries:     []Query{q(`sum by (session_state, cache) (rate(llm_api_gateway_session_prompt_tokens_total{`+ss+`}[$__rate_interval]))`, "{{session_state}} {{cache}}")}},
+			}},
+			{Title: "Cache and time to first token per class", Panels: []Panel{
+				{Title: "Prompt-cache hit ratio per class", Unit: "percentunit", Ratio: true,
+					Description: "Prompt tokens served from the prefix cache / all prompt tokens, per class. Returning sessions should hit most of their prompt (85 to 90 % on the demo stack); a collapse is cache thrash (alert StargateReturningSessionCacheHitCollapsed).",
+					Queries:     []Query{q(`sum by (session_state) (rate(llm_api_gateway_session_prompt_tokens_total{cache="hit", `+ss+`}[$__rate_interval])) / sum by (session_state) (rate(llm_api_gateway_session_prompt_tokens_total{`+ss+`}[$__rate_interval]))`, "{{session_state}}")}},
+				{Title: "Time to first token per class (p50)", Unit: "s",
+					Description: "Median request start to first output token at the gateway, per class. With long prompts, returning requests are faster than new ones: their prefill is mostly cached.",
+					Queries:     []Query{q(`histogram_quantile(0.5, sum by (le, session_state) (rate(llm_api_gateway_session_first_token_seconds_bucket{`+ss+`}[$__rate_interval])))`, "{{session_state}}")}},
+				{Title: "Time to first token per class (p95)", Unit: "s",
+					Description: "The same at p95: the tail a session feels when it waits for its busy cluster or escapes to a cold one.",
+					Queries:     []Query{q(`histogram_quantile(0.95, sum by (le, session_state) (rate(llm_api_gateway_session_first_token_seconds_bucket{`+ss+`}[$__rate_interval])))`, "{{session_state}}")}},
+			}},
+			{Title: "Escapes and follows", Panels: []Panel{
+				{Title: "Hinted requests: followed or moved", Unit: "reqps", Stacked: true,
+					Description: "Requests that carried a last-cluster hint, by whether the hub served them on the hinted cluster (followed) or elsewhere (moved: the session escaped).",
+					Queries:     []Query{q(`sum by (result) (rate(llm_api_gateway_last_cluster_hint_results_total[$__rate_interval]))`, "{{result}}")}},
+				{Title: "Share of hinted requests followed", Unit: "percentunit", Ratio: true,
+					Description: "followed / (followed + moved). High is good: sessions stay with their cache. A fall under load is expected (escapes); a fall without load is not.",
+					Queries:     []Query{q(`sum(rate(llm_api_gateway_last_cluster_hint_results_total{result="followed"}[$__rate_interval])) / sum(rate(llm_api_gateway_last_cluster_hint_results_total[$__rate_interval]))`, "followed")}},
+				{Title: "Returning sessions per algorithm: followed or escaped", Unit: "ops", Stacked: true,
+					Description: "The hub's view: returning requests that went to their last cluster (primary: followed) or elsewhere (fallback: escaped), per algorithm.",
+					Queries: []Query{
+						q(`sum by (algorithm) (rate(stargate_routing_session_selections_total{session_state="returning", selection="primary", `+sh+`}[$__rate_interval]))`, "{{algorithm}} followed"),
+						q(`sum by (algorithm) (rate(stargate_routing_session_selections_total{session_state="returning", selection="fallback", `+sh+`}[$__rate_interval]))`, "{{algorithm}} escaped"),
+					}},
+				{Title: "Escape ratio per algorithm", Unit: "percentunit", Ratio: true,
+					Description: "Escaped / all returning selections, per algorithm: how often a session had to leave its cache because its cluster was saturated.",
+					Queries:     []Query{q(`sum by (algorithm) (rate(stargate_routing_session_selections_total{session_state="returning", selection="fallback", `+sh+`}[$__rate_interval])) / sum by (algorithm) (rate(stargate_routing_session_selections_total{session_state="returning", `+sh+`}[$__rate_interval]))`, "{{algorithm}}")}},
+				{Title: "Stale hints per algorithm", Unit: "ops",
+					Description: "Requests whose hinted cluster was not a candidate (gone, not serving the model): they are routed as new. Bursts follow a cluster leaving.",
+					Queries:     []Query{q(`sum by (algorithm) (rate(stargate_routing_session_selections_total{session_state="stale", `+sh+`}[$__rate_interval]))`, "{{algorithm}}")}},
+			}},
+		},
+	}
+}

@@ -1,0 +1,62 @@
+package demostack
+
+import (
+	"strings"
+	"testing"
+)
+
+// demoOutput is what bin/demo --keep printed on a run (URLs shortened).
+const demoOutput = `stargate demo: starting a gateway, a hub and 4 clusters on loopback (logs in /tmp/x/logs)
+stack up in 0.5 s: gateway http://127.0.0.1:33127/v1 -> hub http://127.0.0.1:45489 -> 4 clusters
+  hub routes demo-model with pulsar-wait-and-widen (cache_affinity_wait_ms 200, last_cluster_affinity on)
+  region near (hub RTT ~1 ms, engine TTFT +10 ms):  near-a 64k/133k tok/s  near-b 32k/66k tok/s
+  region far  (hub RTT ~25 ms, engine TTFT +35 ms):  far-a 48k/100k tok/s  far-b 64k/133k tok/s
+requests   55: 55 ok, 0 failed
+
+DEMO_KEEP: the stack stays up until Ctrl-C
+  gateway        http://127.0.0.1:33127/v1  (API key sk-demo-975c, in /tmp/stargate-demo-1/api-keys)
+  hub state      http://127.0.0.1:45489/debug/state
+  metrics        gateway http://127.0.0.1:34461/metrics  hub http://127.0.0.1:37061/metrics
+                 pylon far-a http://127.0.0.1:46659/metrics
+                 pylon far-b http://127.0.0.1:33613/metrics
+                 pylon near-a http://127.0.0.1:33477/metrics
+                 pylon near-b http://127.0.0.1:37461/metrics
+  try            curl -sN http://127.0.0.1:33127/v1/chat/completions -H 'Authorization: Bearer sk-demo-975c' \
+`
+
+func TestParserReadsTheKeepBlock(t *testing.T) {
+	p := newParser()
+	for _, l := range strings.Split(demoOutput, "\n") {
+		p.line(l)
+	}
+	if !p.complete {
+		t.Fatal("the try line did not complete the block")
+	}
+	ep, err := p.endpoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep.Gateway != "http://127.0.0.1:33127" || ep.APIKey != "sk-demo-975c" || ep.Hub != "http://127.0.0.1:45489" ||
+		ep.GatewayMetrics != "http://127.0.0.1:34461/metrics" || ep.HubMetrics != "http://127.0.0.1:37061/metrics" || ep.Model != "demo-model" {
+		t.Fatalf("endpoints = %+v", ep)
+	}
+	if len(ep.PylonMetrics) != 4 || ep.PylonMetrics["near-b"] != "http://127.0.0.1:37461/metrics" {
+		t.Fatalf("pylons = %v", ep.PylonMetrics)
+	}
+	if ep.Region["far-a"] != "far" || ep.Region["near-b"] != "near" || len(ep.Region) != 4 {
+		t.Fatalf("regions = %v", ep.Region)
+	}
+}
+
+func TestParserSaysWhatIsMissing(t *testing.T) {
+	p := newParser()
+	for _, l := range strings.Split(demoOutput, "\n") {
+		if !strings.Contains(l, "region far") && !strings.Contains(l, "hub state") {
+			p.line(l)
+		}
+	}
+	_, err := p.endpoints()
+	if err == nil || !strings.Contains(err.Error(), "hub URL") || !strings.Contains(err.Error(), "region of far-a") {
+		t.Fatalf("endpoints error = %v", err)
+	}
+}
