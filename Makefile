@@ -5,6 +5,10 @@ SHELL         := /usr/bin/env bash
 .SHELLFLAGS   := -eu -o pipefail -c
 GO            ?= go
 MODULES       := pkg gateway hub pylon
+# Tool modules outside go.work (their dependencies, helm and k8s.io among
+# them, must not join the services' build list): linted like the others,
+# with GOWORK=off.
+TOOL_MODULES  := tools/charts tools/obs
 BIN           := $(CURDIR)/bin
 VERSION       ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS       := -X main.version=$(VERSION)
@@ -22,7 +26,7 @@ EXTRA         ?=
 # Binaries and the package each is built from.
 CMDS := ./pkg/cmd/mock-engine ./pkg/cmd/demo ./pkg/cmd/baseline-proxy ./pkg/cmd/loadgen ./gateway/cmd/gateway ./hub/cmd/hub ./pylon/cmd/pylon ./hub/cmd/routing-sim
 
-.PHONY: all build test unit fuzz-smoke lint fmt vet golangci tidy-check citations demo bench compare e2e clean tools
+.PHONY: all build test unit config-doc config-doc-check fuzz-smoke lint fmt vet golangci tidy-check citations demo bench compare e2e clean tools
 
 all: build
 
@@ -32,13 +36,21 @@ build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(CMDS)
 
 ## test: the whole gate CI runs: lint, race tests of every module, fuzz smoke, e2e
-test: lint unit fuzz-smoke e2e
+test: lint unit fuzz-smoke e2e config-doc-check charts-check dashboards-check
 
 ## unit: go test -race in every module, as one go command over the workspace (go.work) so the
 ## packages of all modules share the cores: a module's slowest test no longer idles the other core
 ## (184 s as a loop over modules, 123 s as one command, warm, on 2 cores)
 unit:
 	$(GO) test -race -count=1 -timeout 10m $(MODULES:%=./%/...)
+
+## config-doc: docs/configuration.md from the deployable binaries' --help
+config-doc: build
+	@cd pkg && $(GO) run ./internal/cmd/configdoc -bin $(BIN) -out $(CURDIR)/docs/configuration.md
+
+## config-doc-check: fail when docs/configuration.md differs from the binaries' flags
+config-doc-check: build
+	@cd pkg && $(GO) run ./internal/cmd/configdoc -bin $(BIN) -out $(CURDIR)/docs/configuration.md -check
 
 ## fuzz-smoke: every Fuzz target for FUZZTIME (default 5s) on top of its seed corpus
 fuzz-smoke:
@@ -52,7 +64,7 @@ citations:
 	@cd pkg && $(GO) run ./internal/cmd/citecheck -root ..
 
 fmt:
-	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l $(MODULES) $(TOOL_MODULES)); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi
 	@echo "gofmt: clean"
 
 vet:
@@ -68,10 +80,16 @@ golangci: $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 	@for m in $(MODULES); do \
 		(cd $$m && $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION) run --config $(CURDIR)/.golangci.yml ./...) || exit 1; \
 	done
+	@for m in $(TOOL_MODULES); do \
+		(cd $$m && GOWORK=off $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION) run --config $(CURDIR)/.golangci.yml ./...) || exit 1; \
+	done
 
 tidy-check:
 	@for m in $(MODULES); do \
 		(cd $$m && $(GO) mod tidy -diff) || { echo "go.mod/go.sum of $$m are not tidy: run 'go mod tidy' in $$m"; exit 1; }; \
+	done
+	@for m in $(TOOL_MODULES); do \
+		(cd $$m && GOWORK=off $(GO) mod tidy -diff) || { echo "go.mod/go.sum of $$m are not tidy: run 'GOWORK=off go mod tidy' in $$m"; exit 1; }; \
 	done
 	@echo "go mod tidy: clean"
 
@@ -116,3 +134,77 @@ e2e: build
 
 clean:
 	rm -rf $(BIN) bench-results
+
+# Helm charts (charts/), their check and the container images (deploy/Dockerfile).
+# helm and helm-unittest are pinned in tools/charts/go.mod, a module outside
+# go.work, built once per version like golangci-lint.
+HELM_VERSION          := v3.22.0
+HELM_UNITTEST_VERSION := v1.1.2
+HELM                  := $(BIN)/helm-$(HELM_VERSION)
+HELM_UNITTEST         := $(BIN)/helm-unittest-$(HELM_UNITTEST_VERSION)
+IMAGE_REGISTRY        ?= stargate
+IMAGE_TAG             ?= $(VERSION)
+IMAGES                := gateway hub pylon mock-engine
+
+# chartcheck is ours: always rebuilt (go build's cache makes that cheap).
+.PHONY: charts-check charts-doc images $(BIN)/chartcheck
+
+$(HELM): tools/charts/go.mod tools/charts/go.sum
+	@mkdir -p $(BIN)
+	cd tools/charts && GOWORK=off $(GO) build -trimpath -o $@ helm.sh/helm/v3/cmd/helm
+	@ln -sf $(notdir $@) $(BIN)/helm
+
+$(HELM_UNITTEST): tools/charts/go.mod tools/charts/go.sum
+	@mkdir -p $(BIN)
+	cd tools/charts && GOWORK=off $(GO) build -trimpath -o $@ github.com/helm-unittest/helm-unittest/cmd/helm-unittest
+
+$(BIN)/chartcheck:
+	@cd tools/charts && GOWORK=off $(GO) build -trimpath -o $@ ./cmd/chartcheck
+
+## charts-check: every chart linted (--strict), rendered with its defaults and its ci/ values and decoded
+## strictly against k8s.io/api, its helm-unittest suites, every flag of gateway, hub, pylon and
+## mock-engine settable from its chart, the dev stack rendered phase by phase and whole
+## (scripts/dev-stack --dry-run), docs/deploy.md's values tables current (tools/charts/check.sh)
+charts-check: build $(HELM) $(HELM_UNITTEST) $(BIN)/chartcheck
+	@HELM=$(HELM) HELM_UNITTEST=$(HELM_UNITTEST) CHARTCHECK=$(BIN)/chartcheck BIN=$(BIN) tools/charts/check.sh
+
+## charts-doc: rewrite docs/deploy.md's values tables from the charts' values.yaml comments
+charts-doc: $(BIN)/chartcheck
+	$(BIN)/chartcheck values-doc -write -doc docs/deploy.md charts/gateway charts/hub charts/pylon charts/mock-engine charts/dev-stack
+
+## images: docker build of every deployable binary (deploy/Dockerfile), tagged $(IMAGE_REGISTRY)/<binary>:$(IMAGE_TAG)
+images:
+	@command -v docker >/dev/null 2>&1 || { echo "images: docker is not installed; build the images where a Docker engine runs (docs/deploy.md#images)"; exit 1; }
+	@docker info >/dev/null 2>&1 || { echo "images: no Docker engine answers (docker info failed); build the images where one runs (docs/deploy.md#images)"; exit 1; }
+	@for b in $(IMAGES); do \
+		echo "images: $(IMAGE_REGISTRY)/$$b:$(IMAGE_TAG)"; \
+		docker build -f deploy/Dockerfile --build-arg BINARY=$$b --build-arg VERSION=$(VERSION) \
+			-t $(IMAGE_REGISTRY)/$$b:$(IMAGE_TAG) . || exit 1; \
+	done
+
+# Observability: the dashboards and rules of charts/observability, generated and checked by
+# tools/obs (a module outside go.work, built with GOWORK=off); docs/operations.md explains them.
+.PHONY: dashboards-check observe-e2e
+
+## dashboards-check: promtool checks and unit-tests the chart's rules and parses every dashboard
+## expression; tools/obs is linted (golangci-lint, go vet among its linters) and tested (the
+## dashboards' JSON is what its Go definitions build, every alert has a runbook and a firing and a
+## silent test, every recording rule a test); then a demo stack with a short workload and an
+## overload burst: every metric a panel or rule names must be exported, and docs/metrics.md must
+## document exactly what the binaries export
+dashboards-check: build $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+	@scripts/need-prometheus
+	promtool check rules charts/observability/rules/*.yaml
+	promtool test rules charts/observability/rules/tests/*.yaml
+	cd tools/obs && GOWORK=off $(GO) mod tidy -diff && \
+		GOWORK=off $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION) run --config $(CURDIR)/.golangci.yml ./... && \
+		GOWORK=off $(GO) test -count=1 ./... && GOWORK=off $(GO) build -o $(BIN)/obs ./cmd/obs
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+		$(BIN)/obs exprs -out "$$tmp/exprs.yaml" && promtool check rules "$$tmp/exprs.yaml"
+	$(BIN)/obs live -bin $(BIN)
+
+## observe-e2e: a real Prometheus (Debian's, on loopback) scrapes the demo stack under about a minute
+## of load with the chart's rules loaded; every panel query and recording rule must return data;
+## writes docs/operations/observe-e2e.md and one picture per dashboard (scripts/observe-e2e)
+observe-e2e: build
+	VERSION=$(VERSION) scripts/observe-e2e $(BIN)
