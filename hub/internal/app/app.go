@@ -63,6 +63,7 @@ func New(cfg Config, log *slog.Logger, version string) (*App, error) {
 			resolver.Forget(t)
 		}
 	}))
+	reg.MustRegister(a.store.Collector(cfg.MetricsPrefix))
 	backendLn, err := serve.Listen("backend-listen", cfg.BackendListen)
 	if err != nil {
 		return nil, err

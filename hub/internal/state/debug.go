@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/pkg/protocol"
 )
 
@@ -125,4 +126,35 @@ func (s *Store) Debug() any {
 	}
 	slices.SortFunc(out.Backends, func(a, b DebugBackend) int { return cmp.Compare(a.ID, b.ID) })
 	return out
+}
+
+// ClusterGauge is the scrape-time view of one cluster of one target: what
+// the Cluster balance dashboard shows beside the pylons' own series.
+type ClusterGauge struct {
+	Target    routing.Target
+	ClusterID string
+	// RTT is the mean tunnel round trip of the cluster's backends, the
+	// value the load balancers see.
+	RTT time.Duration
+	// Reservations and ReservedTokens are the requests the hub has sent
+	// to the cluster that its backends' statistics do not show yet.
+	Reservations   int
+	ReservedTokens uint64
+}
+
+// ClusterGauges calls fn once per cluster of every target. It takes the
+// writer lock for the walk, so it is for a metrics scrape, not for the
+// request path; fn must not call back into the store.
+func (s *Store) ClusterGauges(fn func(ClusterGauge)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.targets {
+		for _, cl := range t.clusters {
+			g := ClusterGauge{Target: t.key, ClusterID: cl.id, RTT: cl.view.RTT, Reservations: len(cl.reservations)}
+			for _, r := range cl.reservations {
+				g.ReservedTokens = satAdd(g.ReservedTokens, r.tokens)
+			}
+			fn(g)
+		}
+	}
 }

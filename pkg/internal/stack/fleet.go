@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 )
@@ -53,6 +54,11 @@ type Fleet struct {
 	// cluster with a free engine slot. Without it (0: no model config) the
 	// hub answers 503 at once when every cluster it may use looks full.
 	MaxWaitMs int
+	// RequestsPerMinute is the model's requests_per_minute in the gateway's
+	// model config (0: no limit). The demo sets a ceiling its load never
+	// reaches, so every request goes through the Olric-backed limiter as in
+	// production and the dashboards' rate-limit panels have data.
+	RequestsPerMinute int
 }
 
 // DemoFleet is bin/demo's fleet: 2 regions x 2 clusters with
@@ -63,16 +69,17 @@ type Fleet struct {
 // and then: a few sessions overflow, which is what last_cluster_affinity is
 // about (4 slots make most of them move; 8 almost none).
 func DemoFleet() Fleet {
-	return Fleet{Model: "demo-model", Slots: 6, TokenDelayMs: 10, QueueAdmission: true, MaxWaitMs: 10_000, Regions: []Region{
-		{Name: "near", HealthDelayMs: 1, TTFTMs: 10, Clusters: []Cluster{
-			{ID: "near-a", ColdTPS: 64_000, WarmTPS: 133_000},
-			{ID: "near-b", ColdTPS: 32_000, WarmTPS: 66_000},
-		}},
-		{Name: "far", HealthDelayMs: 25, TTFTMs: 35, Clusters: []Cluster{
-			{ID: "far-a", ColdTPS: 48_000, WarmTPS: 100_000},
-			{ID: "far-b", ColdTPS: 64_000, WarmTPS: 133_000},
-		}},
-	}}
+	return Fleet{Model: "demo-model", Slots: 6, TokenDelayMs: 10, QueueAdmission: true, MaxWaitMs: 10_000,
+		RequestsPerMinute: 100_000, Regions: []Region{
+			{Name: "near", HealthDelayMs: 1, TTFTMs: 10, Clusters: []Cluster{
+				{ID: "near-a", ColdTPS: 64_000, WarmTPS: 133_000},
+				{ID: "near-b", ColdTPS: 32_000, WarmTPS: 66_000},
+			}},
+			{Name: "far", HealthDelayMs: 25, TTFTMs: 35, Clusters: []Cluster{
+				{ID: "far-a", ColdTPS: 48_000, WarmTPS: 100_000},
+				{ID: "far-b", ColdTPS: 64_000, WarmTPS: 133_000},
+			}},
+		}}
 }
 
 // BenchFleet is the fleet of `loadgen campaign --compare` and of every
@@ -186,8 +193,16 @@ type gatewayPorts struct{ api, metrics, olric, memberlist int }
 func gatewayArgs(f Fleet, p gatewayPorts, hubAPI int, s secrets) []string {
 	args := []string{"--listen", addr(p.api), "--metrics-listen", addr(p.metrics), "--hub-url", "http://" + addr(hubAPI),
 		"--hub-token-file", s.gateway, "--api-keys-file", s.apiKeys, "--drain-timeout", "2s", "--log-level", "warn"}
+	model := map[string]int{}
 	if f.MaxWaitMs > 0 {
-		args = append(args, "--model-config-json", fmt.Sprintf(`{%q: {"max_wait_ms": %d}}`, f.Model, f.MaxWaitMs))
+		model["max_wait_ms"] = f.MaxWaitMs
+	}
+	if f.RequestsPerMinute > 0 {
+		model["requests_per_minute"] = f.RequestsPerMinute
+	}
+	if len(model) > 0 {
+		b, _ := json.Marshal(map[string]map[string]int{f.Model: model})
+		args = append(args, "--model-config-json", string(b))
 	}
 	return args
 }

@@ -139,7 +139,8 @@ func TestArgs(t *testing.T) {
 	// request wait instead of failing at once.
 	mc, _ := flagValue(gatewayArgs(f, gatewayPorts{}, 1, s), "model-config-json")
 	var cfg map[string]map[string]int
-	if err := json.Unmarshal([]byte(mc), &cfg); err != nil || cfg["demo-model"]["max_wait_ms"] <= 0 {
+	if err := json.Unmarshal([]byte(mc), &cfg); err != nil || cfg["demo-model"]["max_wait_ms"] <= 0 ||
+		cfg["demo-model"]["requests_per_minute"] != f.RequestsPerMinute || f.RequestsPerMinute <= 0 {
 		t.Errorf("--model-config-json %q: %v", mc, err)
 	}
 	f.QueueAdmission = false

@@ -30,7 +30,6 @@ func synthetic(name string) bool { return name == "up" }
 // failing, and relies on docs/metrics.md and the code for it.
 func EventOnly() map[string]string {
 	return map[string]string{
-		"llm_api_gateway_rate_limit_decisions_total":               "recorded only for models with a rate limit; the demo's gateway configures none",
 		"stargate_proxy_retries_total":                             "only when a pylon refuses or a tunnel fails; the overload burst usually causes a few",
 		"pylon_retryable_responses_total":                          "only when a pylon refuses a request as retryable; the overload burst usually causes a few",
 		"stargate_proxy_retry_exhausted_total":                     "only when a request runs out of retries",

@@ -75,8 +75,15 @@ func ClusterBalance() Dashboard {
 						q(`sum by (result) (rate(pylon_queue_admission_decisions_total{`+pc+`}[$__rate_interval]))`, "admission {{result}}"),
 						q(`sum by (reason) (rate(pylon_retryable_responses_total{`+pc+`}[$__rate_interval]))`, "retryable {{reason}}"),
 					}},
-				{Kind: Text, Title: "RTT and reservations", Width: 24,
-					Content: "The hub's per-cluster RTT (the mean of its `/health` probes over each tunnel) and its pending reservations (tokens sent but not yet in the cluster's statistics) are not exported as metrics. Read them from the hub's `/debug/state`: `rtt_ms` of each cluster, and `stats` against `stats_without_reservations`. The response-head latency per backend on the Hub routing dashboard includes the RTT."},
+				{Title: "Hub to cluster RTT", Unit: "s",
+					Description: "Mean round trip of each hub's probes over the tunnels of a cluster's pylons, the value pulsar and the comparators see. One line per hub replica and cluster: a far region shows here, and a rise on one hub only points at its network path.",
+					Queries:     []Query{q(`max by (cluster_id, instance) (stargate_cluster_rtt_seconds{model=~"$model", cluster_id=~"$cluster"})`, "{{cluster_id}} via {{instance}}")}},
+				{Title: "Hub reservations per cluster", Unit: "short",
+					Description: "Requests the hubs sent to a cluster that its pylons' statistics do not show yet, and their input tokens (added to the cluster's queued input until the next heartbeat). Reservations that stay high mean heartbeats are late or the cluster is absorbing a burst.",
+					Queries: []Query{
+						q(`sum by (cluster_id) (stargate_cluster_pending_reservations{model=~"$model", cluster_id=~"$cluster"})`, "{{cluster_id}} requests"),
+						q(`sum by (cluster_id) (stargate_cluster_reserved_input_tokens{model=~"$model", cluster_id=~"$cluster"})`, "{{cluster_id}} input tokens"),
+					}},
 			}},
 		},
 	}
