@@ -20,6 +20,8 @@ type Server struct {
 	Listener net.Listener
 	// Handler serves every request.
 	Handler http.Handler
+	// Limits bound slow clients; the zero value means DefaultLimits.
+	Limits Limits
 }
 
 // Listen binds addr for a Server, naming the flag in the error.
@@ -47,10 +49,17 @@ func Run(ctx context.Context, log *slog.Logger, drain time.Duration, onShutdown 
 	errc := make(chan error, len(servers))
 	var wg sync.WaitGroup
 	for _, s := range servers {
+		lim := s.Limits
+		if lim == (Limits{}) {
+			lim = DefaultLimits()
+		}
 		hs := &http.Server{
-			Handler:           s.Handler,
-			ReadHeaderTimeout: 10 * time.Second,
-			// No WriteTimeout: it would cut long SSE streams.
+			Handler:           bound(s.Handler, lim),
+			ReadHeaderTimeout: lim.ReadHeader,
+			IdleTimeout:       lim.Idle,
+			// No ReadTimeout or WriteTimeout: they bound a whole request or
+			// response and would cut long uploads and SSE streams; bound
+			// bounds the lack of progress instead.
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}
 		if onShutdown != nil {
