@@ -30,10 +30,11 @@ CMDS := ./pkg/cmd/mock-engine ./pkg/cmd/demo ./pkg/cmd/baseline-proxy ./pkg/cmd/
 
 all: build
 
-## build: every binary into ./bin
+## build: every binary into ./bin (without -trimpath, so the build shares its compiled packages
+## with go vet, golangci-lint and the e2e tests' own builds; the images use -trimpath)
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(CMDS)
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(CMDS)
 
 ## test: the whole gate CI runs: lint, race tests of every module, fuzz smoke, e2e
 test: lint unit fuzz-smoke e2e config-doc-check charts-check dashboards-check
@@ -151,15 +152,15 @@ IMAGES                := gateway hub pylon mock-engine
 
 $(HELM): tools/charts/go.mod tools/charts/go.sum
 	@mkdir -p $(BIN)
-	cd tools/charts && GOWORK=off $(GO) build -trimpath -o $@ helm.sh/helm/v3/cmd/helm
+	cd tools/charts && GOWORK=off $(GO) build -o $@ helm.sh/helm/v3/cmd/helm
 	@ln -sf $(notdir $@) $(BIN)/helm
 
 $(HELM_UNITTEST): tools/charts/go.mod tools/charts/go.sum
 	@mkdir -p $(BIN)
-	cd tools/charts && GOWORK=off $(GO) build -trimpath -o $@ github.com/helm-unittest/helm-unittest/cmd/helm-unittest
+	cd tools/charts && GOWORK=off $(GO) build -o $@ github.com/helm-unittest/helm-unittest/cmd/helm-unittest
 
 $(BIN)/chartcheck:
-	@cd tools/charts && GOWORK=off $(GO) build -trimpath -o $@ ./cmd/chartcheck
+	@cd tools/charts && GOWORK=off $(GO) build -o $@ ./cmd/chartcheck
 
 ## charts-check: every chart linted (--strict), rendered with its defaults and its ci/ values and decoded
 ## strictly against k8s.io/api, its helm-unittest suites, every flag of gateway, hub, pylon and
