@@ -185,7 +185,7 @@ images:
 
 # Observability: the dashboards and rules of charts/observability, generated and checked by
 # tools/obs (a module outside go.work, built with GOWORK=off); docs/operations.md explains them.
-.PHONY: dashboards-check observe-e2e
+.PHONY: dashboards-check observe-e2e soak
 
 ## dashboards-check: promtool checks and unit-tests the chart's rules and parses every dashboard
 ## expression; tools/obs is linted (golangci-lint, go vet among its linters) and tested (the
@@ -203,6 +203,13 @@ dashboards-check: build $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 		$(BIN)/obs exprs -out "$$tmp/exprs.yaml" && promtool check rules "$$tmp/exprs.yaml"
 	$(BIN)/obs live -bin $(BIN)
+
+## soak: 30 minutes (SOAK_DURATION) of the mixed workload through the whole stack; every process's
+## memory and goroutines must stay flat after a 5-minute warm-up and every request succeed; writes
+## results/soak-<time>/report.md (not in make test: docs/reliability.md has the last report)
+SOAK_DURATION ?= 30m
+soak: build
+	cd pkg && $(GO) run ./internal/cmd/soak -bin $(BIN) -duration $(SOAK_DURATION) -out $(CURDIR)/results/soak-$$(date -u +%Y%m%dT%H%M%SZ) $(SOAK_FLAGS)
 
 ## observe-e2e: a real Prometheus (Debian's, on loopback) scrapes the demo stack under about a minute
 ## of load with the chart's rules loaded; every panel query and recording rule must return data;

@@ -1,0 +1,275 @@
+// Command soak runs the whole stack on loopback (stack.DemoFleet: a
+// gateway with embedded Olric, a hub routing with pulsar-wait-and-widen and
+// last_cluster_affinity, 2 regions x 2 clusters of pylon and mock engine)
+// under the mixed workload for a long time, samples every process's
+// resident memory and goroutines, and judges them with package soak. make
+// soak runs it for 30 minutes; it is not part of make test.
+//
+// Exit status: 0 when every request succeeded and every process stayed
+// flat, 1 otherwise, 2 for bad flags.
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	prommodel "github.com/prometheus/common/model"
+
+	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/internal/soak"
+	"github.com/stargate-router/stargate/pkg/internal/stack"
+	"github.com/stargate-router/stargate/pkg/loadgen"
+	"github.com/stargate-router/stargate/pkg/workload"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type options struct {
+	bin, out, report string
+	duration, every  time.Duration
+	seed             uint64
+	bounds           soak.Bounds
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o := options{bounds: soak.DefaultBounds()}
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.bin, "bin", "bin", "folder of the built binaries (make build)")
+	fs.StringVar(&o.out, "out", "", "results folder (default results/soak-<UTC time>)")
+	fs.StringVar(&o.report, "report", "", "also copy report.md here (e.g. docs/reliability/soak.md)")
+	fs.DurationVar(&o.duration, "duration", 30*time.Minute, "how long the mixed workload sends")
+	fs.DurationVar(&o.bounds.Warmup, "warmup", o.bounds.Warmup, "start of the measured window")
+	fs.DurationVar(&o.every, "interval", 30*time.Second, "sampling interval")
+	fs.DurationVar(&o.bounds.IdleWait, "idle-wait", o.bounds.IdleWait, "pause after the load before the idle goroutine counts")
+	fs.Uint64Var(&o.seed, "seed", 1, "workload seed (also salts session names)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if o.out == "" {
+		o.out = filepath.Join("results", "soak-"+time.Now().UTC().Format("20060102T150405Z"))
+	}
+	if err := soakRun(ctx, o, stdout); err != nil {
+		fmt.Fprintln(stderr, "soak:", err)
+		return 1
+	}
+	return 0
+}
+
+// errNotFlat marks a run that finished but failed its verdict.
+var errNotFlat = errors.New("not flat or not every request succeeded: see the report")
+
+func soakRun(ctx context.Context, o options, stdout io.Writer) error {
+	if err := os.MkdirAll(filepath.Join(o.out, "logs"), 0o750); err != nil {
+		return err
+	}
+	f := stack.DemoFleet()
+	lb, _ := json.Marshal(map[string]any{"models": map[string]any{f.Model: map[string]any{
+		"algorithm": "pulsar-wait-and-widen", "cache_affinity_wait_ms": 300, "last_cluster_affinity": true}}})
+	lbPath := filepath.Join(o.out, "lb-config.json")
+	if err := os.WriteFile(lbPath, lb, 0o600); err != nil {
+		return err
+	}
+	st, err := stack.Start(ctx, stack.Options{BinDir: o.bin, LogDir: filepath.Join(o.out, "logs"), Fleet: f,
+		LBConfigPath: lbPath, Principal: "soak"})
+	if err != nil {
+		return err
+	}
+	defer st.Stop()
+	ep := st.Endpoints()
+	targets := metricsURLs(ep)
+	scraper := &http.Client{Timeout: 5 * time.Second}
+
+	idleBefore, err := goroutines(ctx, scraper, targets)
+	if err != nil {
+		return err
+	}
+	wl, err := workload.Generate(workload.SuiteMixed, workload.SuiteParams{Seed: o.seed, Model: f.Model, Duration: o.duration})
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(o.out, "workload.jsonl")
+	fp, err := wl.WriteFile(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "soak: %d requests of the mixed suite over %s through %s; samples every %s into %s\n",
+		len(wl.Requests), o.duration, ep.Gateway, o.every, o.out)
+
+	started := time.Now()
+	sctx, stopSampling := context.WithCancel(ctx)
+	var samples []soak.Sample
+	var wg sync.WaitGroup
+	wg.Go(func() { samples = sample(sctx, scraper, targets, started, o.every, stdout) })
+	client := loadgen.NewHTTPClient()
+	clk := clock.Real{}
+	rep, runErr := loadgen.Execute(ctx, loadgen.RunSpec{
+		Workload: wl, Path: path, Fingerprint: fp, Dir: filepath.Join(o.out, "run"),
+		Client: loadgen.Client{HTTP: client, BaseURL: ep.Gateway, Target: loadgen.TargetGateway,
+			APIKey: ep.APIKey, Stream: true, Clock: clk, Retries: 2, RetryBackoff: 250 * time.Millisecond},
+		Config:         loadgen.Config{Clock: clk},
+		Meta:           loadgen.Meta{Arm: "soak"},
+		ProgressOut:    stdout,
+		ProgressEvery:  time.Minute,
+		DefaultTimeout: 60 * time.Second,
+	})
+	stopSampling()
+	wg.Wait()
+	if rep == nil {
+		return runErr
+	}
+	client.CloseIdleConnections()
+	select {
+	case <-time.After(o.bounds.IdleWait):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	idleAfter, err := goroutines(ctx, scraper, targets)
+	if err != nil {
+		return err
+	}
+	if err := writeSamples(filepath.Join(o.out, "samples.csv"), samples); err != nil {
+		return err
+	}
+	s := rep.Stats
+	load := soak.Load{Suite: "mixed", Duration: o.duration, Requests: s.Requests, OK: s.OK, Failed: s.Failed,
+		Aborted: s.Aborted, Retries: s.Retries, AchievedRate: s.AchievedRate, TTFTp50Ms: s.All.TTFT.P50,
+		TTFTp99Ms: s.All.TTFT.P99, ReturningCacheHitPct: s.Returning.CacheHitPct}
+	verdicts := soak.Judge(samples, idleBefore, idleAfter, o.bounds)
+	reportPath := filepath.Join(o.out, "report.md")
+	rf, err := os.Create(reportPath)
+	if err != nil {
+		return err
+	}
+	ok := soak.WriteReport(rf, fmt.Sprintf("soak: %s of the mixed workload (seed %d), %s", o.duration, o.seed,
+		started.UTC().Format("2006-01-02 15:04 UTC")), load, verdicts, o.bounds)
+	if err := rf.Close(); err != nil {
+		return err
+	}
+	if o.report != "" {
+		b, err := os.ReadFile(reportPath)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.report, b, 0o644); err != nil { //nolint:gosec // G306: a document in the repository
+			return err
+		}
+	}
+	b, _ := os.ReadFile(reportPath)
+	_, _ = stdout.Write(b)
+	if runErr != nil {
+		return runErr
+	}
+	if !ok {
+		return errNotFlat
+	}
+	return nil
+}
+
+// metricsURLs names every process's /metrics.
+func metricsURLs(ep stack.Endpoints) map[string]string {
+	out := map[string]string{"gateway": ep.GatewayMetrics, "hub": ep.HubMetrics}
+	for id, u := range ep.PylonMetrics {
+		out["pylon "+id] = u
+	}
+	for id, u := range ep.Engines {
+		out["engine "+id] = u + "/metrics"
+	}
+	return out
+}
+
+// sample scrapes every target every interval until ctx ends. A failed
+// scrape is reported and skipped: the verdict needs enough samples anyway.
+func sample(ctx context.Context, c *http.Client, targets map[string]string, started time.Time, every time.Duration, log io.Writer) []soak.Sample {
+	var out []soak.Sample
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return out
+		case <-t.C:
+		}
+		at := time.Since(started)
+		for name, u := range targets {
+			fams, err := scrape(ctx, c, u)
+			if err != nil {
+				if ctx.Err() == nil {
+					fmt.Fprintf(log, "soak: scrape %s: %v\n", name, err)
+				}
+				continue
+			}
+			out = append(out, soak.Sample{At: at, Process: name,
+				RSSBytes: gauge(fams, "process_resident_memory_bytes"), Goroutines: gauge(fams, "go_goroutines")})
+		}
+	}
+}
+
+func goroutines(ctx context.Context, c *http.Client, targets map[string]string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for name, u := range targets {
+		fams, err := scrape(ctx, c, u)
+		if err != nil {
+			return nil, fmt.Errorf("scrape %s: %w", name, err)
+		}
+		out[name] = gauge(fams, "go_goroutines")
+	}
+	return out, nil
+}
+
+func scrape(ctx context.Context, c *http.Client, url string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	parser := expfmt.NewTextParser(prommodel.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
+}
+
+func gauge(fams map[string]*dto.MetricFamily, name string) float64 {
+	f, ok := fams[name]
+	if !ok || len(f.GetMetric()) == 0 {
+		return 0
+	}
+	return f.GetMetric()[0].GetGauge().GetValue()
+}
+
+func writeSamples(path string, samples []soak.Sample) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(f, "seconds,process,rss_bytes,goroutines")
+	slices.SortStableFunc(samples, func(a, b soak.Sample) int { return cmp.Compare(a.At, b.At) })
+	for _, s := range samples {
+		fmt.Fprintf(f, "%.0f,%s,%.0f,%.0f\n", s.At.Seconds(), s.Process, s.RSSBytes, s.Goroutines)
+	}
+	return f.Close()
+}
