@@ -26,7 +26,7 @@ EXTRA         ?=
 # Binaries and the package each is built from.
 CMDS := ./pkg/cmd/mock-engine ./pkg/cmd/demo ./pkg/cmd/baseline-proxy ./pkg/cmd/loadgen ./gateway/cmd/gateway ./hub/cmd/hub ./pylon/cmd/pylon ./hub/cmd/routing-sim
 
-.PHONY: all build test unit config-doc config-doc-check fuzz-smoke lint fmt vet golangci tidy-check citations demo bench compare e2e clean tools
+.PHONY: all build test unit config-doc config-doc-check fuzz fuzz-smoke lint fmt vet golangci tidy-check citations demo bench compare e2e clean tools
 
 all: build
 
@@ -56,6 +56,13 @@ config-doc-check: build
 ## fuzz-smoke: every Fuzz target for FUZZTIME (default 5s) on top of its seed corpus
 fuzz-smoke:
 	@scripts/fuzz-smoke.sh $(FUZZTIME)
+
+## fuzz: every Fuzz target (or those matching FUZZ_MATCH) for FUZZ_LONG (default 10m) each, one after
+## the other; execs and findings per target go to results/fuzz-<time>.tsv (not in make test)
+FUZZ_LONG ?= 10m
+fuzz:
+	@mkdir -p results
+	FUZZ_SUMMARY=$(CURDIR)/results/fuzz-$$(date -u +%Y%m%dT%H%M%SZ).tsv scripts/fuzz-smoke.sh $(FUZZ_LONG)
 
 ## lint: gofmt, go vet, golangci-lint (pinned), go.mod tidiness (every module), and citations a
 ## reader of the repository can follow (no section numbers of outside documents, no broken doc links)
