@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -270,19 +271,138 @@ func TestReadStreamErrors(t *testing.T) {
 	}
 }
 
-// FuzzReadStream feeds arbitrary SSE bodies to the stream reader: it may
-// reject them but must not panic or report more output than it read.
+// FuzzReadStream feeds arbitrary SSE bodies, in reads of a fuzzed size,
+// to the stream reader: it may reject them but must not panic, must stop
+// reading at the end of the body, must not report more output than it
+// read, and may only accept a body that carries a terminal event.
 func FuzzReadStream(f *testing.F) {
-	f.Add("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":1}}}\n\ndata: [DONE]\n\n")
-	f.Add("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"x\"}\n\nevent: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{}}\n\n")
-	f.Add("data: {\"type\":\"response.output_text.delta\",\"delta\":{}}\n\n")
-	f.Add(":comment\r\ndata:\r\n\r\n")
-	f.Fuzz(func(t *testing.T, body string) {
-		c := &Client{Clock: clock.Real{}}
+	f.Add("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":1}}}\n\ndata: [DONE]\n\n", uint8(1))
+	f.Add("event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"x\"}\n\nevent: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{}}\n\n", uint8(5))
+	f.Add("data: {\"type\":\"response.output_text.delta\",\"delta\":{}}\n\n", uint8(0))
+	f.Add(":comment\r\ndata:\r\n\r\n", uint8(2))
+	f.Add("data: {\"type\":\ndata: \"response\\u002ecompleted\"}\r\r\n\n", uint8(4))
+	f.Fuzz(func(t *testing.T, body string, chunk uint8) {
+		c := &Client{Clock: clock.NewFake(time.Unix(0, 0))}
 		var r Result
-		_ = c.readStream(strings.NewReader(body), &r, c.Clock.Now())
+		rd := &pieceReader{t: t, data: []byte(body), n: max(int(chunk), 1)}
+		err := c.readStream(rd, &r, c.Clock.Now())
 		if len(r.Reply) > len(body) {
 			t.Fatalf("reply of %d bytes from a %d-byte body", len(r.Reply), len(body))
 		}
+		if err == nil && !hasTerminalEvent(body) {
+			t.Fatalf("accepted %q, which has no terminal event", body)
+		}
 	})
+}
+
+// hasTerminalEvent reports whether an SSE body holds an event whose data
+// (its data lines joined by LF, trimmed) is [DONE] or a JSON object of
+// type response.completed; events end at blank lines.
+func hasTerminalEvent(body string) bool {
+	var data []string
+	terminal := func() bool {
+		p := strings.TrimSpace(strings.Join(data, "\n"))
+		data = nil
+		var ev struct {
+			Type string `json:"type"`
+		}
+		return p == "[DONE]" || (json.Unmarshal([]byte(p), &ev) == nil && ev.Type == "response.completed")
+	}
+	for _, line := range strings.Split(body, "\n") {
+		line = strings.TrimRight(line, "\r")
+		if line == "" {
+			if terminal() {
+				return true
+			}
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "data:"); ok {
+			data = append(data, strings.TrimPrefix(v, " "))
+		}
+	}
+	return terminal()
+}
+
+// FuzzReadStreamRelaysEveryDelta builds well-formed streams, chat or
+// Responses, from fuzzed text (split into deltas at NUL bytes), with LF or
+// CRLF line ends, and reads them in pieces of a fuzzed size: the reply must
+// be exactly the deltas' text as encoding/json carries it, and the output
+// count the number of non-empty deltas. A reader that dropped, duplicated
+// or reordered bytes would break one of the two.
+func FuzzReadStreamRelaysEveryDelta(f *testing.F) {
+	f.Add("hello\x00 world", false, false, uint8(3))
+	f.Add("a\x00\x00b\x00\u00e9\n\"x\"", true, true, uint8(1))
+	f.Add("\xff\xfe", false, true, uint8(64))
+	f.Add("", true, false, uint8(2))
+	f.Fuzz(func(t *testing.T, text string, responses, crlf bool, chunk uint8) {
+		eol := "\n"
+		if crlf {
+			eol = "\r\n"
+		}
+		var stream strings.Builder
+		event := func(name string, payload any) {
+			if name != "" {
+				stream.WriteString("event: " + name + eol)
+			}
+			b, err := json.Marshal(payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stream.WriteString("data: " + string(b) + eol + eol)
+		}
+		var want strings.Builder
+		outputs := 0
+		for _, d := range strings.Split(text, "\x00") {
+			var carried string // what the receiver decodes
+			b, _ := json.Marshal(d)
+			if err := json.Unmarshal(b, &carried); err != nil {
+				t.Fatal(err)
+			}
+			want.WriteString(carried)
+			if carried != "" {
+				outputs++
+			}
+			if responses {
+				event("response.output_text.delta", map[string]any{"type": "response.output_text.delta", "delta": d})
+			} else {
+				event("", map[string]any{"choices": []any{map[string]any{"delta": map[string]any{"content": d}}}})
+			}
+		}
+		if responses {
+			event("response.completed", map[string]any{"type": "response.completed", "response": map[string]any{}})
+		} else {
+			stream.WriteString("data: [DONE]" + eol + eol)
+		}
+		c := &Client{Clock: clock.NewFake(time.Unix(0, 0))}
+		var r Result
+		rd := &pieceReader{t: t, data: []byte(stream.String()), n: max(int(chunk), 1)}
+		if err := c.readStream(rd, &r, c.Clock.Now()); err != nil {
+			t.Fatalf("readStream(%q): %v", stream.String(), err)
+		}
+		if r.Reply != want.String() || r.OutputTokens != outputs {
+			t.Fatalf("readStream(%q): reply %q, %d outputs; want %q, %d", stream.String(), r.Reply, r.OutputTokens, want.String(), outputs)
+		}
+	})
+}
+
+// pieceReader hands out data at most n bytes per Read and fails the test
+// when it is read again and again after EOF: a reader loop that ignores
+// EOF would otherwise spin forever.
+type pieceReader struct {
+	t    *testing.T
+	data []byte
+	n    int
+	eofs int
+}
+
+func (p *pieceReader) Read(b []byte) (int, error) {
+	if len(p.data) == 0 {
+		if p.eofs++; p.eofs > 3 {
+			p.t.Fatalf("read %d times after EOF", p.eofs)
+		}
+		return 0, io.EOF
+	}
+	k := copy(b[:min(len(b), p.n)], p.data)
+	p.data = p.data[k:]
+	return k, nil
 }

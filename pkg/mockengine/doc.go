@@ -10,6 +10,8 @@
 // kvcache) that pins a running request's blocks and appends its output for
 // the next turn, an instance-wide processor-sharing prefill (package
 // prefill), then a per-token decode. Timing comes from an injected clock and
-// every modelled duration is divided by the time scale. See
-// docs/mock-engine.md.
+// every modelled duration is divided by the time scale. Test control can
+// also make it fail as real engines do (5xx answers, hangs, connections
+// dropped mid-stream, poisoned statistics), for the fault-injection suite.
+// See docs/mock-engine.md.
 package mockengine

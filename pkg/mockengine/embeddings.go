@@ -134,6 +134,15 @@ func (e *Engine) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	fault := e.control.nextFault()
+	if e.injectBeforeRun(w, r, fault) {
+		return
+	}
+	if fault.Mode == faultDrop {
+		// An embeddings answer has no tokens to stream: it is lost whole.
+		e.control.injected(faultDrop)
+		panic(http.ErrAbortHandler)
+	}
 	tokens := e.embeddingTokens(emb)
 	if !e.acquire(w, r) {
 		return

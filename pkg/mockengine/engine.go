@@ -58,6 +58,7 @@ func New(cfg Config, clk clock.Clock, reg prometheus.Registerer, log *slog.Logge
 		control: newTestControl(cfg.ModelName),
 		done:    make(chan struct{}),
 	}
+	e.stats.poison = func() statsPoison { p, _ := e.control.statsPoison(); return p }
 	e.metrics = newMetrics(reg, e)
 	return e, nil
 }
@@ -84,6 +85,8 @@ func (e *Engine) Handler(metricsHandler http.Handler) http.Handler {
 	mux.Handle("/test-control/models/{model}", only(http.MethodPut, http.HandlerFunc(e.serveControlModel)))
 	mux.Handle("/test-control/discovery-models", only(http.MethodPut, http.HandlerFunc(e.serveControlDiscovery)))
 	mux.Handle("/test-control/kv-cache/reset", only(http.MethodPost, http.HandlerFunc(e.serveControlReset)))
+	mux.Handle("/test-control/fault", only(http.MethodPut, http.HandlerFunc(e.serveControlFault)))
+	mux.Handle("/test-control/stats", only(http.MethodPut, http.HandlerFunc(e.serveControlStats)))
 	if metricsHandler != nil {
 		mux.Handle("/metrics", only(http.MethodGet, metricsHandler))
 	}
@@ -135,6 +138,10 @@ func (e *Engine) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 	}
 	requestID, ok := e.identify(r, endpoint, g.kind, g.model)
 	if !ok {
+		return
+	}
+	fault := e.control.nextFault()
+	if e.injectBeforeRun(w, r, fault) {
 		return
 	}
 	ctx := r.Context()
@@ -194,6 +201,7 @@ func (e *Engine) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 		e: e, g: g, w: w, ctx: ctx, requestID: requestID, arrived: arrived,
 		promptTokens: promptTokens, cachedTokens: cached,
 		tokens: outputTokens(e.cfg.Seed, requestID, outTokens), finish: finish,
+		drop: fault.Mode == faultDrop, dropAfter: fault.AfterTokens,
 	}
 	var generated int
 	if g.stream {
@@ -203,11 +211,19 @@ func (e *Engine) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 	}
 	lease.Release(g.replyBytes(joinTokens(run.tokens[:generated])))
 	e.metrics.generationTokens.Add(float64(generated))
-	if generated == outTokens {
+	if generated == outTokens && !run.dropped {
 		e.metrics.success.WithLabelValues(finish).Inc()
 		e.metrics.e2e.Observe(e.clock.Since(arrived).Seconds())
 	} else {
 		e.metrics.success.WithLabelValues("abort").Inc()
+	}
+	if run.dropped {
+		// The cache and the slot are released like any aborted request's;
+		// then net/http closes the connection without ending the body (an
+		// HTTP/1.1 chunked body never gets its last chunk, an HTTP/2
+		// stream is reset), as when an engine process dies mid-answer.
+		e.control.injected(faultDrop)
+		panic(http.ErrAbortHandler)
 	}
 }
 
@@ -325,21 +341,45 @@ func (e *Engine) serveHealth(w http.ResponseWriter, r *http.Request) {
 }
 
 func (e *Engine) serveKVStats(w http.ResponseWriter, r *http.Request) {
+	poison, frozen := e.control.kvRead()
+	body := frozen
+	if poison != poisonStale {
+		body = e.kvStatsBody(poison)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// kvStatsBody is the /kv-cache/stats JSON with every count rendered as
+// poison says. It is written by hand because a poisoned body (NaN, a
+// negative count) is not something encoding/json produces.
+func (e *Engine) kvStatsBody(poison statsPoison) []byte {
 	st := e.kv.Stats()
-	writeJSON(w, http.StatusOK, map[string]any{
-		"model":                    e.cfg.ModelName,
-		"kv_cache_capacity_tokens": st.CapacityTokens,
-		"kv_cache_used_tokens":     st.UsedTokens,
-		"kv_cache_free_tokens":     max(st.CapacityTokens-st.UsedTokens, 0),
-		"kv_cache_entries":         st.Blocks,
-		"kv_cache_hit_count":       st.HitCount,
-		"kv_cache_miss_count":      st.MissCount,
-		"kv_cache_eviction_count":  st.EvictedBlocks,
-		"kv_cache_evicted_tokens":  st.EvictedTokens,
-		"kv_cache_query_tokens":    st.QueryTokens,
-		"kv_cache_hit_tokens":      st.HitTokens,
-		"kv_cache_block_tokens":    e.cfg.BlockTokens,
-	})
+	model, _ := json.Marshal(e.cfg.ModelName)
+	b := append([]byte(`{"model":`), model...)
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"kv_cache_capacity_tokens", st.CapacityTokens},
+		{"kv_cache_used_tokens", st.UsedTokens},
+		{"kv_cache_free_tokens", max(st.CapacityTokens-st.UsedTokens, 0)},
+		{"kv_cache_entries", st.Blocks},
+		{"kv_cache_hit_count", st.HitCount},
+		{"kv_cache_miss_count", st.MissCount},
+		{"kv_cache_eviction_count", st.EvictedBlocks},
+		{"kv_cache_evicted_tokens", st.EvictedTokens},
+		{"kv_cache_query_tokens", st.QueryTokens},
+		{"kv_cache_hit_tokens", st.HitTokens},
+		{"kv_cache_block_tokens", int64(e.cfg.BlockTokens)},
+	} {
+		b = append(b, `,"`...)
+		b = append(b, f.name...)
+		b = append(b, `":`...)
+		b = append(b, poisonNumber(poison, uint64(max(f.v, 0)))...)
+	}
+	return append(b, "}\n"...)
 }
 
 // statsPingInterval is the keep-alive cadence on the stats stream, one

@@ -1,6 +1,8 @@
 package mockengine
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/stargate-router/stargate/pkg/mockengine/kvcache"
@@ -8,10 +10,11 @@ import (
 )
 
 // FuzzDecodeRequest feeds arbitrary bodies to every request decoder (chat,
-// completions, responses, embeddings): they
-// must never panic, must either accept with a model and a prompt or refuse
-// with a 400/413-class OpenAI error, and an accepted prompt must tokenise
-// into at least one token.
+// completions, responses, embeddings): they must never panic, must refuse
+// a body that is not JSON, must either accept with a model and a prompt or
+// refuse with a 400 OpenAI error, and what they accept must agree with
+// encoding/json's reading of the body (checkAccepted); an accepted prompt
+// must tokenise into at least one token.
 func FuzzDecodeRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
@@ -38,6 +41,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		valid := json.Valid(body)
 		for _, parse := range []func([]byte) (*generation, *openai.Error){parseChat, parseCompletion, parseResponses} {
 			g, e := parse(body)
 			if (g == nil) == (e == nil) {
@@ -49,9 +53,10 @@ func FuzzDecodeRequest(f *testing.F) {
 				}
 				continue
 			}
-			if g.model == "" {
-				t.Fatal("accepted a request without a model")
+			if !valid {
+				t.Fatalf("%s decoder accepted a body that is not JSON: %q", g.kind, body)
 			}
+			checkAccepted(t, body, g)
 			if g.maxTokens != nil && *g.maxTokens < 1 {
 				t.Fatalf("accepted max_tokens %d", *g.maxTokens)
 			}
@@ -76,6 +81,12 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 			return
 		}
+		var top struct {
+			Model string `json:"model"`
+		}
+		if !valid || json.Unmarshal(body, &top) != nil || emb.model != top.Model {
+			t.Fatalf("embeddings accepted %q with model %q; encoding/json reads model %q", body, emb.model, top.Model)
+		}
 		if emb.model == "" || len(emb.texts) == 0 || len(emb.texts) != len(emb.ids) {
 			t.Fatalf("accepted embeddings request %+v", emb)
 		}
@@ -85,4 +96,54 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkAccepted compares an accepted generation with encoding/json's
+// reading of the body: the same non-blank model and stream flag; for chat,
+// every message with string content appears in the prompt, in order, as
+// "role:content" on its own line; for a completion, the prompt is the
+// prompt string (or the one string of an array).
+func checkAccepted(t *testing.T, body []byte, g *generation) {
+	t.Helper()
+	var top struct {
+		Model    string `json:"model"`
+		Stream   bool   `json:"stream"`
+		Messages []struct {
+			Role    string `json:"role"`
+			Content any    `json:"content"`
+		} `json:"messages"`
+		Prompt any `json:"prompt"`
+	}
+	if err := json.Unmarshal(body, &top); err != nil && g.kind != "responses" {
+		// responses bodies may carry a messages or prompt member of any
+		// shape; the other two decoded these very members.
+		t.Fatalf("%s accepted %q, which encoding/json cannot read: %v", g.kind, body, err)
+	}
+	if g.model == "" || g.model != top.Model || g.stream != top.Stream {
+		t.Fatalf("%s accepted model %q stream %v; encoding/json reads %q %v", g.kind, g.model, g.stream, top.Model, top.Stream)
+	}
+	switch g.kind {
+	case "chat":
+		rest := g.prompt
+		for i, m := range top.Messages {
+			text, ok := m.Content.(string)
+			if !ok {
+				continue
+			}
+			line := []byte(m.Role + ":" + text + "\n")
+			at := bytes.Index(rest, line)
+			if at < 0 {
+				t.Fatalf("message %d %q missing from the prompt %q", i, line, g.prompt)
+			}
+			rest = rest[at+len(line):]
+		}
+	case "completion":
+		want, ok := top.Prompt.(string)
+		if arr, isArr := top.Prompt.([]any); isArr && len(arr) == 1 {
+			want, ok = arr[0].(string)
+		}
+		if !ok || string(g.prompt) != want {
+			t.Fatalf("completion prompt %q; encoding/json reads %#v", g.prompt, top.Prompt)
+		}
+	}
 }

@@ -153,7 +153,7 @@ func (r *run) responseObject(created int64, completed bool, text string, generat
 // [DONE]. It returns the tokens that reached the client.
 func (r *run) streamResponses() int {
 	rc, ok := r.startSSE()
-	if !ok {
+	if !ok || r.dropNow(0) {
 		return 0
 	}
 	created := r.e.clock.Now().Unix()
@@ -200,6 +200,9 @@ func (r *run) streamResponses() int {
 			r.e.metrics.ttft.Observe(r.e.clock.Since(r.arrived).Seconds())
 		}
 		r.e.stats.stats(r.requestID, r.g.model, r.promptTokens, sent, false)
+		if r.dropNow(sent) {
+			return sent
+		}
 	}
 	if !send("response.completed", map[string]any{"response": r.responseObject(created, true, joinTokens(r.tokens), sent)}) {
 		return sent

@@ -22,6 +22,23 @@ type run struct {
 	cachedTokens int
 	tokens       []string
 	finish       string // finish_reason once every token is out
+	// drop is an injected fault: the connection is to be dropped once
+	// dropAfter tokens are out (docs/mock-engine.md#fault-injection);
+	// dropped says it happened, for the caller to drop it.
+	drop      bool
+	dropAfter int
+	dropped   bool
+}
+
+// dropNow reports, once sent output tokens have been flushed, whether the
+// injected drop is due: after dropAfter tokens, or after the last token
+// when the output is shorter, so a drop fault always hits before the
+// stream's last event.
+func (r *run) dropNow(sent int) bool {
+	if r.drop && sent >= min(r.dropAfter, len(r.tokens)) {
+		r.dropped = true
+	}
+	return r.dropped
 }
 
 // firstTokenDelay is the base TTFT plus its deterministic jitter, scaled.
@@ -56,6 +73,12 @@ func (r *run) complete() int {
 	if !r.sleep(total - r.firstTokenDelay()) {
 		return 0
 	}
+	if r.drop {
+		// Nothing of a JSON answer is useful before its end: the whole
+		// answer is lost.
+		r.dropped = true
+		return 0
+	}
 	n := len(r.tokens)
 	r.e.stats.stats(r.requestID, r.g.model, r.promptTokens, n, true)
 	text := joinTokens(r.tokens)
@@ -88,7 +111,7 @@ func (r *run) stream() int {
 		return r.streamResponses()
 	}
 	rc, ok := r.startSSE()
-	if !ok {
+	if !ok || r.dropNow(0) {
 		return 0
 	}
 	created := r.e.clock.Now().Unix()
@@ -142,6 +165,9 @@ func (r *run) stream() int {
 			r.e.metrics.ttft.Observe(r.e.clock.Since(r.arrived).Seconds())
 		}
 		r.e.stats.stats(r.requestID, r.g.model, r.promptTokens, sent, false)
+		if r.dropNow(sent) {
+			return sent
+		}
 	}
 	if !send(chunk(map[string]any{}, nil, r.finish)) {
 		return sent

@@ -29,6 +29,9 @@ const subscriberBuffer = 1024
 type broadcaster struct {
 	mu   sync.Mutex
 	subs map[chan []byte]struct{}
+	// poison, when set, says how to corrupt or withhold events
+	// (test control's statistics poison).
+	poison func() statsPoison
 }
 
 func newBroadcaster() *broadcaster {
@@ -63,13 +66,25 @@ func (b *broadcaster) stats(requestID, model string, processed, generated int, f
 	if !b.active() {
 		return
 	}
-	p := uint64(processed)
-	ev := statsEvent{Type: "stats", V: 1, RequestID: requestID, Model: model, TokensProcessed: &p, Finished: finished}
-	if generated >= 0 {
-		g := uint64(generated)
-		ev.TokensGenerated = &g
+	poison := poisonNone
+	if b.poison != nil {
+		poison = b.poison()
 	}
-	line, _ := json.Marshal(ev)
+	var line []byte
+	switch poison {
+	case poisonStale:
+		return
+	case poisonNone:
+		p := uint64(processed)
+		ev := statsEvent{Type: "stats", V: 1, RequestID: requestID, Model: model, TokensProcessed: &p, Finished: finished}
+		if generated >= 0 {
+			g := uint64(generated)
+			ev.TokensGenerated = &g
+		}
+		line, _ = json.Marshal(ev)
+	default:
+		line = poisonedStats(poison, requestID, model, processed, generated, finished)
+	}
 	line = append(line, '\n')
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -82,3 +97,24 @@ func (b *broadcaster) stats(requestID, model string, processed, generated int, f
 }
 
 var pingLine = []byte(`{"type":"ping","v":1}` + "\n")
+
+// poisonedStats is a stats event whose counters are rendered as poison
+// says, written by hand since encoding/json cannot write NaN or a
+// negative uint64.
+func poisonedStats(poison statsPoison, requestID, model string, processed, generated int, finished bool) []byte {
+	id, _ := json.Marshal(requestID)
+	m, _ := json.Marshal(model)
+	b := append([]byte(`{"type":"stats","v":1,"request_id":`), id...)
+	b = append(b, `,"model":`...)
+	b = append(b, m...)
+	b = append(b, `,"tokens_processed":`...)
+	b = append(b, poisonNumber(poison, uint64(max(processed, 0)))...)
+	if generated >= 0 {
+		b = append(b, `,"tokens_generated":`...)
+		b = append(b, poisonNumber(poison, uint64(generated))...)
+	}
+	if finished {
+		b = append(b, `,"finished":true`...)
+	}
+	return append(b, '}')
+}

@@ -2,6 +2,7 @@ package mockengine
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -34,15 +35,85 @@ type testControl struct {
 	models            map[string]modelControl
 	counters          map[counterKey]uint64
 	changed           chan struct{} // closed and replaced on every change
+
+	// fault is the engine-wide injected fault; faultSeen counts the
+	// inference requests since it was set, which decides the ones a
+	// fraction hits; faultsInjected counts the faults that took effect,
+	// per mode, since the engine started.
+	fault          faultSpec
+	faultSeen      uint64
+	faultsInjected map[faultMode]uint64
+	// poison replaces the statistics the pylon reads; frozenKV is the
+	// /kv-cache/stats body a stale poison keeps answering.
+	poison   statsPoison
+	frozenKV []byte
+	// kvReads counts /kv-cache/stats answers, so a test can wait until
+	// the pylon has polled a poison instead of sleeping for it.
+	kvReads uint64
 }
 
 func newTestControl(model string) *testControl {
 	return &testControl{
-		discovered: []string{model},
-		models:     make(map[string]modelControl),
-		counters:   make(map[counterKey]uint64),
-		changed:    make(chan struct{}),
+		discovered:     []string{model},
+		models:         make(map[string]modelControl),
+		counters:       make(map[counterKey]uint64),
+		changed:        make(chan struct{}),
+		fault:          faultSpec{Mode: faultNone},
+		faultsInjected: map[faultMode]uint64{faultStatus: 0, faultHang: 0, faultDrop: 0},
+		poison:         poisonNone,
 	}
+}
+
+// setFault replaces the fault and restarts the count its fraction is
+// applied to.
+func (t *testControl) setFault(f faultSpec) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.fault, t.faultSeen = f, 0
+}
+
+// nextFault is the fault for the inference request that calls it: the set
+// fault when its fraction hits this request, else mode none.
+func (t *testControl) nextFault() faultSpec {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.fault.Mode == faultNone {
+		return faultSpec{Mode: faultNone}
+	}
+	t.faultSeen++
+	if !t.fault.hits(t.faultSeen) {
+		return faultSpec{Mode: faultNone}
+	}
+	return t.fault
+}
+
+// injected counts a fault that took effect.
+func (t *testControl) injected(m faultMode) {
+	t.mu.Lock()
+	t.faultsInjected[m]++
+	t.mu.Unlock()
+}
+
+func (t *testControl) setPoison(p statsPoison, frozenKV []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.poison, t.frozenKV = p, frozenKV
+}
+
+// statsPoison returns the poison and, for a stale one, the frozen
+// /kv-cache/stats body.
+func (t *testControl) statsPoison() (statsPoison, []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.poison, t.frozenKV
+}
+
+// kvRead counts a /kv-cache/stats answer and returns the poison it gets.
+func (t *testControl) kvRead() (statsPoison, []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.kvReads++
+	return t.poison, t.frozenKV
 }
 
 func requestClass(requestID string) string {
@@ -125,6 +196,10 @@ type snapshotJSON struct {
 	ModelDiscoveryRequests uint64                  `json:"model_discovery_requests"`
 	Models                 map[string]modelControl `json:"models"`
 	Counters               []counterJSON           `json:"counters"`
+	Fault                  faultSpec               `json:"fault"`
+	FaultsInjected         map[faultMode]uint64    `json:"faults_injected"`
+	StatsPoison            statsPoison             `json:"stats_poison"`
+	KVStatsReads           uint64                  `json:"kv_stats_reads"`
 }
 
 func (t *testControl) snapshot() snapshotJSON {
@@ -135,6 +210,10 @@ func (t *testControl) snapshot() snapshotJSON {
 		ModelDiscoveryRequests: t.discoveryRequests,
 		Models:                 make(map[string]modelControl, len(t.models)),
 		Counters:               make([]counterJSON, 0, len(t.counters)),
+		Fault:                  t.fault,
+		FaultsInjected:         maps.Clone(t.faultsInjected),
+		StatsPoison:            t.poison,
+		KVStatsReads:           t.kvReads,
 	}
 	for k, v := range t.models {
 		s.Models[k] = v

@@ -44,6 +44,16 @@ func serve(ctx context.Context, e *Engine, body string, hdr map[string]string) *
 	return w
 }
 
+// advance moves a synctest bubble's fake clock forward by d and returns
+// once every goroutine of the bubble is blocked again. It synchronises
+// nothing with the wall clock: inside a bubble, time.Sleep returns when the
+// fake clock reaches d, which it does only when every other goroutine is
+// durably blocked.
+func advance(d time.Duration) {
+	time.Sleep(d)
+	synctest.Wait()
+}
+
 func near(got, want time.Duration) bool {
 	d := got - want
 	return d > -time.Microsecond && d < time.Microsecond
@@ -132,8 +142,11 @@ func TestDisconnectFreesSlotAndPrefillShare(t *testing.T) {
 		var survivor *timedWriter
 		var wg sync.WaitGroup
 		wg.Go(func() { survivor = serve(t.Context(), e, chatBody(true, prompt1000('y')), nil) })
-		time.Sleep(500 * time.Millisecond)
-		synctest.Wait()
+		synctest.Wait() // both requests are in and blocked on their prefill
+		if running, _ := e.slots.counts(); running != 2 || e.prefill.Active() != 2 {
+			t.Fatalf("at 0s: running %d, prefilling %d; want 2 and 2", running, e.prefill.Active())
+		}
+		advance(500 * time.Millisecond)
 		if running, _ := e.slots.counts(); running != 2 || e.prefill.Active() != 2 {
 			t.Fatalf("before cancel: running %d, prefilling %d; want 2 and 2", running, e.prefill.Active())
 		}

@@ -196,16 +196,18 @@ func TestRegistrationJSONShape(t *testing.T) {
 	}
 }
 
-// recordingReader counts the bytes it returns and records the largest
-// buffer it was asked to fill, which is the size of ReadFrame's body
-// allocation.
+// recordingReader counts the reads and the bytes it returns and records
+// the largest buffer it was asked to fill, which is the size of
+// ReadFrame's body allocation.
 type recordingReader struct {
 	r      io.Reader
 	n      int
 	maxBuf int
+	reads  int
 }
 
 func (r *recordingReader) Read(p []byte) (int, error) {
+	r.reads++
 	r.maxBuf = max(r.maxBuf, len(p))
 	n, err := r.r.Read(p)
 	r.n += n

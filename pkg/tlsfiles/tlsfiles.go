@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 )
 
@@ -28,6 +29,19 @@ func Server(certPath, keyPath string) (*tls.Config, error) {
 			return &c, nil
 		},
 	}, nil
+}
+
+// Listener wraps ln in TLS from Server(certPath, keyPath), offering HTTP/2
+// and HTTP/1.1 by ALPN: what an HTTP listener (the gateway's or the hub's
+// client side) serves. On error ln is closed.
+func Listener(ln net.Listener, certPath, keyPath string) (net.Listener, error) {
+	cfg, err := Server(certPath, keyPath)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	cfg.NextProtos = []string{"h2", "http/1.1"}
+	return tls.NewListener(ln, cfg), nil
 }
 
 // Client returns a TLS client configuration trusting the PEM certificates

@@ -116,3 +116,19 @@ func TestErrorsNameTheFlags(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Listener serves TLS with both HTTP versions offered, and closes the
+// listener it was given when the pair cannot be loaded.
+func TestListener(t *testing.T) {
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Listener(ln, filepath.Join(dir, "missing.crt"), filepath.Join(dir, "missing.key")); err == nil {
+		t.Fatal("a missing pair was accepted")
+	}
+	if _, err := ln.Accept(); err == nil {
+		t.Fatal("the listener was left open after the error")
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -85,20 +87,59 @@ func TestUserText(t *testing.T) {
 	}
 }
 
+// FuzzRead: whatever Read accepts is valid request by request, holds one
+// request per line after the header (lines counted here by splitting at
+// LF), in index order, and survives Write and Read unchanged (an empty
+// params object aside), with a second Write giving the same bytes: nothing
+// read is dropped or altered.
 func FuzzRead(f *testing.F) {
 	var buf bytes.Buffer
 	_ = sample().Write(&buf)
 	f.Add(buf.String())
 	f.Add("{}")
+	f.Add(strings.ReplaceAll(buf.String(), "\n", "\r\n"))
+	f.Add(strings.TrimSuffix(buf.String(), "\n"))
+	f.Add(`{"v":1,"mode":"open"}` + "\n" + `{"turn":1,"source":"none","endpoint":"responses","new_input_tokens":1,"output_tokens":1}0`)
+	f.Add(`{"v":1,"mode":"closed","workers":1,"pArAms":{ }}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		w, err := Read(strings.NewReader(in))
 		if err != nil {
 			return
 		}
+		lines := strings.Split(strings.TrimSuffix(in, "\n"), "\n")
+		if len(w.Requests) != len(lines)-1 {
+			t.Fatalf("%d requests from %d lines after the header", len(w.Requests), len(lines)-1)
+		}
 		for i := range w.Requests {
 			if err := w.Requests[i].Validate(&w.Header); err != nil {
 				t.Fatalf("Read accepted an invalid request: %v", err)
 			}
+			// The first JSON value of the line: Read ignores bytes after it
+			// (a line "{...}0" is accepted), which json.Unmarshal would not.
+			var idx struct {
+				Index int `json:"i"`
+			}
+			if err := json.NewDecoder(strings.NewReader(lines[i+1])).Decode(&idx); err != nil || idx.Index != i || w.Requests[i].Index != i {
+				t.Fatalf("line %d %q read as request %+v (%v)", i+2, lines[i+1], w.Requests[i], err)
+			}
+		}
+		var first, second bytes.Buffer
+		if err := w.Write(&first); err != nil {
+			t.Fatal(err)
+		}
+		again, err := Read(bytes.NewReader(first.Bytes()))
+		if err != nil {
+			t.Fatalf("Read of Write of an accepted workload: %v\n%s", err, first.String())
+		}
+		// An empty params object is written as none at all.
+		if len(w.Header.Params) == 0 {
+			w.Header.Params = nil
+		}
+		if !reflect.DeepEqual(again, w) {
+			t.Fatalf("round trip changed the workload:\n%+v\n%+v", w, again)
+		}
+		if err := again.Write(&second); err != nil || !bytes.Equal(first.Bytes(), second.Bytes()) {
+			t.Fatalf("a second Write differs (%v):\n%s\n%s", err, first.String(), second.String())
 		}
 	})
 }

@@ -277,7 +277,7 @@ func printBanner(w io.Writer, o *options, f stack.Fleet, ep stack.Endpoints, wl 
 func printKeep(w io.Writer, ep stack.Endpoints, model string) {
 	fmt.Fprintf(w, "\nDEMO_KEEP: the stack stays up until Ctrl-C\n")
 	fmt.Fprintf(w, "  gateway        %s/v1  (API key %s, in %s)\n", ep.Gateway, ep.APIKey, ep.APIKeysFile)
-	fmt.Fprintf(w, "  hub state      %s/debug/state\n", ep.Hub)
+	fmt.Fprintf(w, "  hub            %s  (gateway token %s; routing state %s)\n", ep.Hub, ep.GatewayToken, ep.HubState)
 	fmt.Fprintf(w, "  metrics        gateway %s  hub %s\n", ep.GatewayMetrics, ep.HubMetrics)
 	for _, id := range slices.Sorted(maps.Keys(ep.PylonMetrics)) {
 		fmt.Fprintf(w, "                 pylon %s %s\n", id, ep.PylonMetrics[id])

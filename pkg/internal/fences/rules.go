@@ -18,6 +18,8 @@ var Rules = []Rule{
 		Reason: "algorithms are pure functions of a routing snapshot: they see routing types only, never state, config or the request path"},
 	{Name: "dispatch-pure", From: "hub/internal/dispatch/...", Only: []string{"hub/internal/lb", "hub/internal/routing", "pkg/protocol"},
 		Reason: "the routing pass is shared by the proxy and the simulator, so it sees only the route, the snapshot and the algorithms' seam"},
+	{Name: "breaker-pure", From: "hub/internal/breaker", Only: []string{"pkg/clock"},
+		Reason: "the error breaker is a pure state machine over a clock: the proxy reports outcomes to it, it knows no request, state or metric"},
 	{Name: "state-owner", From: "hub/internal/state/...", Deny: []string{"hub/internal/lb/...", "hub/internal/lbconfig/...", "hub/internal/dispatch/...", "hub/internal/proxy/..."},
 		Reason: "the state owner publishes snapshots for any algorithm; it knows no algorithm, no config and no request path"},
 	{Name: "config-below", From: "hub/internal/lbconfig/...", Deny: []string{"hub/internal/proxy/...", "hub/internal/dispatch/...", "hub/internal/state/...", "hub/internal/tunnel/...", "hub/internal/sim/..."},

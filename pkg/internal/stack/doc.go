@@ -8,7 +8,10 @@
 // one log file per child, stopping every child it started, also when Start
 // fails half way), the credentials they share, the fleet's command lines and
 // what a benchmark records around a stack: the engines' cache counters and
-// every binary's build_info. It does not generate load or judge results.
+// every binary's build_info. For the fault-injection suite it also runs
+// several gateways whose Olric nodes form one cluster, passes extra flags
+// to chosen children, and kills, terminates and restarts single children
+// where they were. It does not generate load or judge results.
 //
 // Children run in process groups of their own, so a Ctrl-C in the terminal
 // reaches only the parent, which then calls Stop: nothing is left behind

@@ -172,7 +172,11 @@ func hubArgs(p hubPorts, lbConfigPath string, s secrets) []string {
 		"--registration-token-file", s.registration, "--gateway-token-file", s.gateway,
 		"--drain-timeout", "2s", "--log-level", "warn"}
 	if lbConfigPath != "" {
-		args = append(args, "--lb-config-path", lbConfigPath)
+		// The fleet's lb-config names its model, so the hub knows it from
+		// the start: the startup grace (every model counts as known while
+		// pylons reconnect) would only make a request for a model nobody
+		// serves wait before its 404.
+		args = append(args, "--lb-config-path", lbConfigPath, "--proxy-startup-grace-ms", "0")
 	}
 	return args
 }
@@ -181,7 +185,8 @@ func pylonArgs(f Fleet, c Cluster, hubBackend, enginePort, listen, metrics int, 
 	return []string{"--listen", addr(listen), "--metrics-listen", addr(metrics),
 		"--stargate-address", addr(hubBackend), "--upstream-http-base-url", "http://" + addr(enginePort),
 		"--model-name", f.Model, "--inference-server-id", "pylon-" + c.ID, "--cluster-id", c.ID,
-		"--auth-token-file", s.registration, "--initial-input-tps", itoa(c.ColdTPS),
+		// The tunnels stay on loopback: the token may cross it in plaintext.
+		"--auth-token-file", s.registration, "--insecure-plaintext", "--initial-input-tps", itoa(c.ColdTPS),
 		"--max-engine-concurrency", itoa(f.Slots), "--kv-cache-stats-path", "/kv-cache/stats",
 		"--min-update-interval-ms", "250", "--pylon-queue-mismatch-retry-enabled=" + strconv.FormatBool(f.QueueAdmission),
 		"--drain-timeout", "2s", "--log-level", "warn"}

@@ -42,6 +42,10 @@ type proc struct {
 	wave   int
 	cmd    *exec.Cmd
 	exited chan struct{}
+	// svc and ports are how it was started, so restart can run it again
+	// where the others expect it.
+	svc   service
+	ports []int
 }
 
 // service is one child to start: its binary, how many ports it listens
@@ -112,6 +116,9 @@ func (l *launcher) start(ctx context.Context, svc service) ([]int, error) {
 		if err != nil {
 			return nil, err
 		}
+		l.mu.Lock()
+		p.svc, p.ports = svc, ports
+		l.mu.Unlock()
 		lastErr = l.waitReady(ctx, svc.ready(ports), p)
 		if lastErr == nil {
 			return ports, nil

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 )
 
@@ -52,14 +53,29 @@ type Options struct {
 	// Principal names the gateway's one API key ("sk-<principal>-…"), the
 	// name its logs and rate limits show; empty means "stack".
 	Principal string
+	// Gateways is how many gateways run (0 means 1). With more than one,
+	// their embedded Olric nodes form one cluster on loopback, gossip
+	// encrypted and the data port authenticated with a shared secret
+	// written beside the other credentials, so every replica sees the
+	// hints and counters another wrote.
+	Gateways int
+	// ExtraArgs are more command-line flags for some children, keyed by
+	// binary ("hub", "gateway", "pylon", "mock-engine") or by child name
+	// ("pylon-near-a", "gateway-2"); a binary's come first. They follow the
+	// stack's own flags, so a repeated flag overrides the stack's value.
+	ExtraArgs map[string][]string
 }
 
 // Endpoints are the URLs and credentials of a running stack.
 type Endpoints struct {
 	// Gateway is the gateway's base URL (the OpenAI API is under /v1).
 	Gateway, GatewayMetrics string
-	// Hub is the hub's base URL; HubMetrics its /metrics.
-	Hub, HubMetrics string
+	// Gateways and GatewaysMetrics are every gateway's, Gateway first
+	// (Options.Gateways).
+	Gateways, GatewaysMetrics []string
+	// Hub is the hub's base URL; HubMetrics its /metrics; HubState its
+	// /debug/state, on the admin listener beside /metrics.
+	Hub, HubMetrics, HubState string
 	// PylonMetrics are the pylons' /metrics URLs by cluster id.
 	PylonMetrics map[string]string
 	// Engines are the mock engines' base URLs by cluster id.
@@ -76,6 +92,7 @@ type Endpoints struct {
 // at a time; Stop may be called more than once.
 type Stack struct {
 	fleet     Fleet
+	opts      Options
 	l         *launcher
 	http      *http.Client
 	ep        Endpoints
@@ -83,6 +100,10 @@ type Stack struct {
 	// ownSecrets says Stop removes secretDir (Start created it).
 	ownSecrets bool
 	stopOnce   sync.Once
+	// gossipMu guards gossip: each gateway's memberlist address by child
+	// name, read by the gateways' environment when they (re)start.
+	gossipMu sync.Mutex
+	gossip   map[string]string
 }
 
 // Start writes fresh credentials, starts the fleet's engines and the hub,
@@ -102,7 +123,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if o.Principal == "" {
 		o.Principal = "stack"
 	}
-	s := &Stack{fleet: o.Fleet, secretDir: o.SecretDir}
+	s := &Stack{fleet: o.Fleet, opts: o, secretDir: o.SecretDir, gossip: map[string]string{}}
 	if s.secretDir == "" {
 		dir, err := os.MkdirTemp("", "stargate-"+o.Principal+"-")
 		if err != nil {
@@ -130,14 +151,14 @@ func (s *Stack) start(ctx context.Context, lbPath, principal string) error {
 		return err
 	}
 	svcs := []service{{name: "hub", binary: "hub", ports: 3,
-		args:  func(p []int) []string { return hubArgs(hubPorts{p[0], p[1], p[2]}, lbPath, sec) },
+		args:  s.extra("hub", "hub", func(p []int) []string { return hubArgs(hubPorts{p[0], p[1], p[2]}, lbPath, sec) }),
 		ready: func(p []int) string { return "http://" + addr(p[0]) + "/readyz" }}}
 	var clusters []Cluster
 	for _, r := range f.Regions {
 		for _, c := range r.Clusters {
 			clusters = append(clusters, c)
 			svcs = append(svcs, service{name: "engine-" + c.ID, binary: "mock-engine", ports: 1,
-				args:  func(p []int) []string { return mockArgs(f, r, c, p[0]) },
+				args:  s.extra("engine-"+c.ID, "mock-engine", func(p []int) []string { return mockArgs(f, r, c, p[0]) }),
 				ready: func(p []int) string { return "http://" + addr(p[0]) + "/health" }})
 		}
 	}
@@ -147,6 +168,7 @@ func (s *Stack) start(ctx context.Context, lbPath, principal string) error {
 	}
 	hub := hubPorts{ports[0][0], ports[0][1], ports[0][2]}
 	ep := Endpoints{Hub: "http://" + addr(hub.api), HubMetrics: "http://" + addr(hub.metrics) + "/metrics",
+		HubState:     "http://" + addr(hub.metrics) + "/debug/state",
 		PylonMetrics: map[string]string{}, Engines: map[string]string{},
 		APIKey: apiKey, APIKeysFile: sec.apiKeys, GatewayToken: gwToken}
 	for i, c := range clusters {
@@ -156,23 +178,27 @@ func (s *Stack) start(ctx context.Context, lbPath, principal string) error {
 	// The pylons dial the hub and the gateway calls it, so they start
 	// second. The gateway is ready once its Olric node has formed its
 	// (one-member) cluster.
-	svcs = []service{{name: "gateway", binary: "gateway", ports: 4,
-		env:   func(p []int) []string { return gatewayEnv(gatewayPorts{p[0], p[1], p[2], p[3]}) },
-		args:  func(p []int) []string { return gatewayArgs(f, gatewayPorts{p[0], p[1], p[2], p[3]}, hub.api, sec) },
-		ready: func(p []int) string { return "http://" + addr(p[0]) + "/readyz" }}}
+	olricSecret, err := s.olricSecret()
+	if err != nil {
+		return err
+	}
+	svcs = []service{s.gatewayService("gateway", hub.api, sec, olricSecret)}
 	for i, c := range clusters {
 		engine := ports[i+1][0]
 		svcs = append(svcs, service{name: "pylon-" + c.ID, binary: "pylon", ports: 2,
-			args:  func(p []int) []string { return pylonArgs(f, c, hub.backend, engine, p[0], p[1], sec) },
+			args:  s.extra("pylon-"+c.ID, "pylon", func(p []int) []string { return pylonArgs(f, c, hub.backend, engine, p[0], p[1], sec) }),
 			ready: func(p []int) string { return "http://" + addr(p[0]) + "/readyz" }})
 	}
 	ports, err = s.l.startAll(ctx, svcs...)
 	if err != nil {
 		return err
 	}
-	ep.Gateway, ep.GatewayMetrics = "http://"+addr(ports[0][0]), "http://"+addr(ports[0][1])+"/metrics"
+	s.addGateway(&ep, "gateway", ports[0])
 	for i, c := range clusters {
 		ep.PylonMetrics[c.ID] = "http://" + addr(ports[i+1][1]) + "/metrics"
+	}
+	if err := s.startMoreGateways(ctx, &ep, hub.api, sec, olricSecret); err != nil {
+		return err
 	}
 	s.ep = ep
 	return s.waitRoutable(ctx)
@@ -182,6 +208,7 @@ func (s *Stack) start(ctx context.Context, lbPath, principal string) error {
 func (s *Stack) Endpoints() Endpoints {
 	ep := s.ep
 	ep.PylonMetrics, ep.Engines = maps.Clone(ep.PylonMetrics), maps.Clone(ep.Engines)
+	ep.Gateways, ep.GatewaysMetrics = slices.Clone(ep.Gateways), slices.Clone(ep.GatewaysMetrics)
 	return ep
 }
 
@@ -203,10 +230,17 @@ func (s *Stack) Stop() {
 // ranks only weighted clusters) and a measured RTT (the hub routes to no
 // cluster before its first /health probe).
 func (s *Stack) waitRoutable(ctx context.Context) error {
-	want := s.fleet.ClusterIDs()
+	return s.WaitRoutable(ctx, s.fleet.ClusterIDs())
+}
+
+// WaitRoutable polls the hub's /debug/state until each cluster of want is
+// routable for the fleet's model, as Start does, for at most the
+// launcher's settle time: after a hub or pylon restart it says the pylons
+// are back.
+func (s *Stack) WaitRoutable(ctx context.Context, want []string) error {
 	missing := want
 	err := poll(ctx, nil, func() (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.ep.Hub+"/debug/state", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.ep.HubState, nil)
 		if err != nil {
 			return false, err
 		}

@@ -75,14 +75,15 @@ func fakeFleet(mode string) int {
 			model = r.FormValue("model")
 			clusters = append(clusters, map[string]any{"cluster_id": r.FormValue("cluster"), "rtt_ns": 1000, "stats": map[string]any{"max_input_tps": tps}})
 		})
-		api := http.NewServeMux()
-		api.Handle("GET /readyz", readyz)
-		api.HandleFunc("GET /debug/state", func(w http.ResponseWriter, _ *http.Request) {
+		// The routing state is on the admin listener, beside /metrics.
+		admin := http.NewServeMux()
+		admin.Handle("GET /metrics", metrics)
+		admin.HandleFunc("GET /debug/state", func(w http.ResponseWriter, _ *http.Request) {
 			mu.Lock()
 			defer mu.Unlock()
 			_ = json.NewEncoder(w).Encode(map[string]any{"routing": map[string]any{"targets": []any{map[string]any{"model": model, "clusters": clusters}}}})
 		})
-		servers[arg("listen")], servers[arg("backend-listen")], servers[arg("metrics-listen")] = api, backend, metrics
+		servers[arg("listen")], servers[arg("backend-listen")], servers[arg("metrics-listen")] = readyz, backend, admin
 	case "pylon":
 		token, _ := os.ReadFile(arg("auth-token-file"))
 		form := fmt.Sprintf("cluster=%s&model=%s&tps=%s", arg("cluster-id"), arg("model-name"), arg("initial-input-tps"))

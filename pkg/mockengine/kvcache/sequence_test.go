@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"math"
+	"slices"
 	"testing"
 )
 
@@ -90,6 +92,12 @@ func TestExtendDoesNotAlias(t *testing.T) {
 	}
 }
 
+// FuzzSequence checks every way of building a sequence against
+// refSequence, which recomputes the documented layout from the bytes
+// alone: the chained hashes of every full block, the tail bytes, the
+// token count. Building in one go, extending an empty sequence and
+// extending a prefix at a fuzzed split must all match it, and the
+// caller's buffer may change afterwards without effect.
 func FuzzSequence(f *testing.F) {
 	f.Add([]byte(""), uint16(0))
 	f.Add([]byte("hello, world"), uint16(5))
@@ -107,21 +115,47 @@ func FuzzSequence(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, split uint16) {
 		cut := int(split) % (len(data) + 1)
-		a, b := data[:cut], data[cut:]
 		for _, c := range caches {
-			whole := c.NewSequence(data)
-			empty := c.NewSequence(nil)
-			viaExtend := empty.Extend(a).Extend(b)
-			viaPrefix := c.NewSequence(a).Extend(b)
-			if !viaExtend.equal(whole) || !viaPrefix.equal(whole) {
-				t.Fatalf("cfg %+v split %d: Extend result differs from NewSequence", c.Config(), cut)
+			cfg := c.Config()
+			wantHashes, wantTail, wantTokens := refSequence(cfg, data)
+			buf := bytes.Clone(data)
+			whole := c.NewSequence(buf)
+			viaExtend := c.NewSequence(nil).Extend(buf[:cut]).Extend(buf[cut:])
+			viaPrefix := c.NewSequence(buf[:cut]).Extend(buf[cut:])
+			for i := range buf {
+				buf[i] ^= 0xff // must not reach any sequence built above
 			}
-			if whole.Len() != len(data) || whole.Tokens() < 1 {
-				t.Fatalf("cfg %+v: Len=%d Tokens=%d for %d bytes", c.Config(), whole.Len(), whole.Tokens(), len(data))
-			}
-			if whole.FullBlocks()*c.Config().BlockTokens > whole.Tokens() {
-				t.Fatalf("cfg %+v: full blocks exceed token count", c.Config())
+			for name, s := range map[string]Sequence{"NewSequence": whole, "Extend from empty": viaExtend, "Extend a prefix": viaPrefix} {
+				if !slices.Equal(s.hashes, wantHashes) || !bytes.Equal(s.tail, wantTail) || s.Tokens() != wantTokens {
+					t.Fatalf("cfg %+v, %d bytes split at %d, %s: %d hashes, tail %q, %d tokens; want %d, %q, %d",
+						cfg, len(data), cut, name, len(s.hashes), s.tail, s.Tokens(), len(wantHashes), wantTail, wantTokens)
+				}
+				if s.Len() != len(data) || s.FullBlocks() != len(wantHashes) {
+					t.Fatalf("cfg %+v, %s: Len %d, FullBlocks %d for %d bytes", cfg, name, s.Len(), s.FullBlocks(), len(data))
+				}
 			}
 		}
 	})
+}
+
+// refSequence is the sequence layout computed directly: blocks of
+// BlockBytes bytes, each hashed as the first 8 bytes (big-endian) of
+// SHA-256 over the previous hash (chainSeed before the first), the block
+// length and the block; the bytes after the last full block are the tail;
+// tokens are BlockTokens per block plus the tail over CharsPerToken,
+// rounded up, at least 1.
+func refSequence(cfg Config, data []byte) (hashes []uint64, tail []byte, tokens int) {
+	bb := cfg.BlockBytes()
+	prev := chainSeed
+	for len(data) >= bb {
+		var hdr [12]byte
+		binary.BigEndian.PutUint64(hdr[:8], prev)
+		binary.BigEndian.PutUint32(hdr[8:], uint32(bb))
+		sum := sha256.Sum256(append(hdr[:], data[:bb]...))
+		prev = binary.BigEndian.Uint64(sum[:8])
+		hashes = append(hashes, prev)
+		data = data[bb:]
+	}
+	tokens = len(hashes)*cfg.BlockTokens + int(math.Ceil(float64(len(data))/cfg.CharsPerToken))
+	return hashes, bytes.Clone(data), max(tokens, 1)
 }
