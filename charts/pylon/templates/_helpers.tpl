@@ -142,4 +142,8 @@ apart), then extraEnv. Called with (dict "root" $ "backend" $backend).
 {{- if and $v.calibration.pinInputTPS (kindIs "invalid" $tps) }}{{ fail (printf "pylon: backends[%d]: calibration.pinInputTPS needs initialInputTPS" $i) }}{{ end }}
 {{- end }}
 {{- if and $v.calibration.enabled (gt (len $v.backends) 1) }}{{ fail "pylon: calibration.enabled needs a cluster of one backend (the hub sums a cluster's input TPS)" }}{{ end }}
+{{- $yes := dict "true" true }}
+{{- if and (not $v.authToken.enabled) (not (hasKey $yes (toString (index $v.config "PYLON_INSECURE_NO_AUTH")))) }}{{ fail "pylon: authToken.enabled is false: the pylon refuses to dial without a registration token; set config.PYLON_INSECURE_NO_AUTH: true for a hub that accepts anonymous pylons" }}{{ end }}
+{{- $tls := or $v.tls.caSecretName (hasKey $yes (toString (index $v.config "PYLON_TLS"))) (hasKey $yes (toString (index $v.config "PYLON_TLS_INSECURE"))) }}
+{{- if and $v.authToken.enabled (not $tls) (not (hasKey $yes (toString (index $v.config "PYLON_INSECURE_PLAINTEXT")))) }}{{ fail "pylon: the registration token would cross the network in plaintext: set tls.caSecretName (or config.PYLON_TLS: true), or config.PYLON_INSECURE_PLAINTEXT: true when the path to the hubs is trusted" }}{{ end }}
 {{- end }}

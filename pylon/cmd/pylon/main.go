@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -53,6 +54,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "pylon: invalid configuration:", err)
 		return 2
 	}
+	warnInsecure(log, cfg)
 	a, err := agent.New(cfg, log, version)
 	if err != nil {
 		fmt.Fprintln(stderr, "pylon:", err)
@@ -63,4 +65,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 1
 	}
 	return 0
+}
+
+// warnInsecure says at startup which protection of the registration token
+// the operator turned off, so a development setting that reached
+// production shows in the first lines of the log.
+func warnInsecure(log *slog.Logger, cfg config.Config) {
+	token := cfg.AuthToken != "" || cfg.AuthTokenFile != ""
+	if cfg.InsecureNoAuth {
+		log.Warn("dialing the hubs WITHOUT a registration token (--insecure-no-auth): only a hub that lets anyone register clusters accepts this pylon")
+	}
+	if token && !cfg.TLSEnabled() {
+		log.Warn("the registration token is sent WITHOUT TLS (--insecure-plaintext): anyone on the path to the hubs can read it and register clusters")
+	}
+	if token && cfg.TLSInsecure {
+		log.Warn("the hubs' certificates are NOT verified (--tls-insecure): the registration token goes to whichever server answers at the hub address")
+	}
 }

@@ -63,7 +63,7 @@ func New(cfg config.Config, log *slog.Logger, version string) (*Agent, error) {
 	if err := a.listen(reg); err != nil {
 		return nil, err
 	}
-	if cfg.TLS || cfg.TLSCertPath != "" || cfg.TLSInsecure {
+	if cfg.TLSEnabled() {
 		if a.tls, err = tlsfiles.Client(cfg.TLSCertPath, cfg.TLSInsecure); err != nil {
 			_ = a.api.Listener.Close()
 			_ = a.metrics.Listener.Close()
@@ -131,8 +131,8 @@ func (a *Agent) listen(reg *prometheus.Registry) error {
 	mux := http.NewServeMux()
 	serve.Probes(mux, &a.ready)
 	mux.HandleFunc("/", serve.NotFound)
-	a.api = serve.Server{Name: "api", Listener: apiLn, Handler: mux}
-	a.metrics = serve.Server{Name: "metrics", Listener: metricsLn, Handler: obs.MetricsMux(reg, a.cfg.Pprof)}
+	a.api = serve.Server{Name: "api", Listener: apiLn, Handler: mux, Limits: a.cfg.Limits}
+	a.metrics = serve.Server{Name: "metrics", Listener: metricsLn, Handler: obs.MetricsMux(reg, a.cfg.Pprof), Limits: a.cfg.Limits}
 	return nil
 }
 
@@ -186,7 +186,7 @@ func (a *Agent) tunnels(changed *broadcaster) *tunnel.Client {
 	}
 	return tunnel.New(tunnel.Config{
 		Addresses: a.cfg.HubAddresses, Handshake: hs, Token: a.token(), Handler: handler,
-		Clock: a.clk, Log: a.log, DrainTimeout: a.cfg.Drain, TLS: a.tls,
+		Clock: a.clk, Log: a.log, DrainTimeout: a.cfg.Drain, TLS: a.tls, AllowPlaintextToken: a.cfg.InsecurePlaintext,
 		OnState: a.gauges.tunnelState,
 	})
 }

@@ -26,6 +26,7 @@ func validConfig(t *testing.T, upstream string) config.Config {
 	c.UpstreamBaseURL = upstream
 	c.ModelNames = "m1, m2"
 	c.HealthPaths = "/ready"
+	c.InsecureNoAuth = true
 	if err := c.Validate(); err != nil {
 		t.Fatalf("config: %v", err)
 	}

@@ -11,7 +11,9 @@ import (
 
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/serve"
 	"github.com/stargate-router/stargate/pylon/internal/engineproxy"
+	"github.com/stargate-router/stargate/pylon/internal/stats"
 )
 
 // Config is every pylon setting: one field per flag (names, environment
@@ -28,6 +30,8 @@ type Config struct {
 	MinUpdateInterval    time.Duration
 	AuthToken            string
 	AuthTokenFile        string
+	InsecureNoAuth       bool
+	InsecurePlaintext    bool
 	InitialInputTPS      float64
 	PinInputTPS          bool
 	MaxEngineConcurrency uint64
@@ -43,6 +47,8 @@ type Config struct {
 	StreamMode           string
 	StreamPath           string
 	Drain                time.Duration
+	// Limits bound slow clients on the probe and metrics listeners.
+	Limits serve.Limits
 
 	RetryableCodes                string
 	RequireUpstreamRetryHeader    bool
@@ -85,7 +91,7 @@ func Default() Config {
 		Listen: "127.0.0.1:9088", MetricsListen: "127.0.0.1:9089",
 		MinUpdateInterval: time.Second, CalibRequests: 5, CalibPromptUnits: 4096, CalibConcurrency: 4,
 		CalibStepTimeout: 30 * time.Second, HealthProbeTimeout: 5 * time.Second, HealthWait: 60 * time.Second,
-		StreamMode: "auto", StreamPath: "/pylon/v1/stats/stream", Drain: 30 * time.Second,
+		StreamMode: "auto", StreamPath: "/pylon/v1/stats/stream", Drain: 30 * time.Second, Limits: serve.DefaultLimits(),
 		RetryableCodes: "429,503", RequireUpstreamRetryHeader: true, UpstreamRetryHeader: headers.StargateUpstreamRetryable,
 		PropagateRetryAfter: true, QueueMismatchEnabled: true, QueueMismatchMinDelta: d.QueueMismatchMinDelta,
 		QueueMismatchTolerance: d.QueueMismatchToleranceFactor, UpstreamBackend: "dynamo", PriorityCeiling: 3600,
@@ -105,7 +111,9 @@ func (c *Config) Register(fs *cli.FlagSet) {
 	fs.Millis(&c.MinUpdateInterval, "min-update-interval-ms", "PYLON_MIN_UPDATE_INTERVAL_MS", d.MinUpdateInterval, "registration heartbeat period; changes are also sent at once")
 	fs.String(&c.AuthToken, "auth-token", "STARGATE_AUTH_TOKEN", "", "shared registration token (wins over --auth-token-file)")
 	fs.String(&c.AuthTokenFile, "auth-token-file", "STARGATE_AUTH_TOKEN_FILE", "", "file holding the registration token, re-read on every dial")
-	fs.Float64(&c.InitialInputTPS, "initial-input-tps", "PYLON_INITIAL_INPUT_TPS", 0, "seed last_mean_input_tps (counts as 5 samples); finite, > 0")
+	fs.Bool(&c.InsecureNoAuth, "insecure-no-auth", "PYLON_INSECURE_NO_AUTH", false, "dial the hubs without a registration token (development only; the hub must accept unauthenticated pylons)")
+	fs.Bool(&c.InsecurePlaintext, "insecure-plaintext", "PYLON_INSECURE_PLAINTEXT", false, "allow sending the registration token over tunnels without TLS, where anyone on the path can read it (loopback, trusted networks and tests only)")
+	fs.Float64(&c.InitialInputTPS, "initial-input-tps", "PYLON_INITIAL_INPUT_TPS", 0, "seed last_mean_input_tps (counts as 5 samples); > 0 and at most 1e9")
 	fs.Bool(&c.PinInputTPS, "benchmark-pin-input-tps", "PYLON_BENCHMARK_PIN_INPUT_TPS", false, "publish --initial-input-tps unchanged (benchmarks)")
 	fs.Uint64(&c.MaxEngineConcurrency, "max-engine-concurrency", "PYLON_MAX_ENGINE_CONCURRENCY", 0, "requests the engines behind this pylon run at once (all engines together), published as max_engine_concurrency; 0 = unknown, the hub then never filters on capacity")
 	fs.Bool(&c.DoCalibration, "do-calibration", "PYLON_DO_CALIBRATION", false, "measure input TPS with a startup ramp (only for a cluster's sole pylon)")
@@ -120,6 +128,7 @@ func (c *Config) Register(fs *cli.FlagSet) {
 	fs.String(&c.StreamMode, "engine-stats-stream", "PYLON_ENGINE_STATS_STREAM", d.StreamMode, "engine stats stream: auto (fall back on 404/405/501), required or off")
 	fs.String(&c.StreamPath, "engine-stats-stream-path", "PYLON_ENGINE_STATS_STREAM_PATH", d.StreamPath, "engine stats stream path")
 	fs.Duration(&c.Drain, "drain-timeout", "PYLON_DRAIN_TIMEOUT", d.Drain, "on SIGTERM, how long in-flight streams may finish")
+	c.Limits.Flags(fs, "PYLON")
 	fs.String(&c.RetryableCodes, "pylon-retryable-upstream-status-codes", "PYLON_RETRYABLE_UPSTREAM_STATUS_CODES", d.RetryableCodes, "engine statuses that may be retried, comma separated; empty disables")
 	fs.Bool(&c.RequireUpstreamRetryHeader, "pylon-require-upstream-retry-header", "PYLON_REQUIRE_UPSTREAM_RETRY_HEADER", d.RequireUpstreamRetryHeader, "retry only when the engine also sent --pylon-upstream-retry-header: true")
 	fs.String(&c.UpstreamRetryHeader, "pylon-upstream-retry-header", "PYLON_UPSTREAM_RETRY_HEADER", d.UpstreamRetryHeader, "engine header that marks a 429/503 retryable")
@@ -144,6 +153,9 @@ func (c *Config) Register(fs *cli.FlagSet) {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	// One engine or several, comma separated: each validated, duplicates
 	// refused; UpstreamBaseURL becomes the normalised list.
 	engines, err := engineproxy.ParseUpstreamURLs(c.UpstreamBaseURL)
@@ -173,8 +185,8 @@ func (c *Config) Validate() error {
 	if c.DoCalibration && c.InitialInputTPS != 0 {
 		bad("--do-calibration and --initial-input-tps: choose one bootstrap source")
 	}
-	if c.InitialInputTPS < 0 || math.IsNaN(c.InitialInputTPS) || math.IsInf(c.InitialInputTPS, 0) {
-		bad("--initial-input-tps: must be finite and > 0")
+	if c.InitialInputTPS < 0 || math.IsNaN(c.InitialInputTPS) || c.InitialInputTPS > stats.MaxTPS {
+		bad("--initial-input-tps: must be > 0 and at most %g", float64(stats.MaxTPS))
 	}
 	if c.PinInputTPS && c.InitialInputTPS == 0 {
 		bad("--benchmark-pin-input-tps: requires --initial-input-tps")
@@ -187,6 +199,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AuthToken != "" && c.AuthTokenFile != "" {
 		bad("--auth-token and --auth-token-file: set one, not both")
+	}
+	if err := c.validateTrust(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.AuthTokenFile != "" {
 		if _, err := cli.ReadSecretFile(c.AuthTokenFile); err != nil {
@@ -212,6 +227,32 @@ func (c *Config) Validate() error {
 	c.HealthPathList = splitList(c.HealthPaths)
 	c.HubAddresses = splitList(c.StargateAddress)
 	return errors.Join(errs...)
+}
+
+// TLSEnabled reports whether the tunnels speak TLS: --tls, or implied by
+// --tls-cert-path or --tls-insecure.
+func (c *Config) TLSEnabled() bool { return c.TLS || c.TLSCertPath != "" || c.TLSInsecure }
+
+// validateTrust enforces what the registration token protects. Whoever
+// holds it can register clusters with every hub that trusts it and so
+// receive users' prompts, so the pylon never dials without one unless told
+// to (--insecure-no-auth), and never writes it on a connection without TLS
+// unless told to (--insecure-plaintext): the pylon speaks first, so a
+// plaintext pylon pointed at a TLS hub, or at anything listening on the
+// hub's address, would hand the token to whoever reads the wire.
+func (c *Config) validateTrust() error {
+	token := c.AuthToken != "" || c.AuthTokenFile != ""
+	switch {
+	case !token && !c.InsecureNoAuth:
+		return errors.New("no registration token: set --auth-token-file (STARGATE_AUTH_TOKEN_FILE) or --auth-token (STARGATE_AUTH_TOKEN), " +
+			"or --insecure-no-auth (PYLON_INSECURE_NO_AUTH) to dial the hubs without one (development only)")
+	case token && c.InsecureNoAuth:
+		return errors.New("--insecure-no-auth with --auth-token or --auth-token-file: choose one")
+	case token && !c.TLSEnabled() && !c.InsecurePlaintext:
+		return errors.New("the registration token would cross the network in plaintext: enable TLS (--tls-cert-path or --tls), " +
+			"or set --insecure-plaintext (PYLON_INSECURE_PLAINTEXT) when the path to the hubs is trusted (loopback, tests)")
+	}
+	return nil
 }
 
 func splitList(s string) []string {

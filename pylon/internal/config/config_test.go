@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ func validConfig(upstream string) Config {
 	c := Default()
 	c.UpstreamBaseURL = upstream
 	c.ModelNames = "m"
+	c.InsecureNoAuth = true
 	return c
 }
 
@@ -57,5 +60,67 @@ func TestUpstreamBaseURLListErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "--upstream-http-base-url") || !strings.Contains(err.Error(), tc.entry) {
 			t.Errorf("%q: error %v, want one naming --upstream-http-base-url and %s", tc.in, err, tc.entry)
 		}
+	}
+}
+
+// The registration token lets its holder register clusters and receive
+// users' prompts: no token without --insecure-no-auth, and no token on a
+// plaintext tunnel without --insecure-plaintext. Errors name the flags.
+func TestRegistrationTokenRules(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		set  func(c *Config)
+		want []string // substrings of the error; nil: valid
+	}{
+		{"no token", func(*Config) {}, []string{"--auth-token-file", "--auth-token", "--insecure-no-auth", "PYLON_INSECURE_NO_AUTH"}},
+		{"no token, insecure", func(c *Config) { c.InsecureNoAuth = true }, nil},
+		{"token and insecure", func(c *Config) { c.AuthToken, c.InsecureNoAuth = "t", true }, []string{"--insecure-no-auth", "choose one"}},
+		{"token, plaintext", func(c *Config) { c.AuthToken = "t" }, []string{"plaintext", "--tls-cert-path", "--insecure-plaintext", "PYLON_INSECURE_PLAINTEXT"}},
+		{"token file, plaintext", func(c *Config) { c.AuthTokenFile = file }, []string{"--insecure-plaintext"}},
+		{"token, plaintext allowed", func(c *Config) { c.AuthToken, c.InsecurePlaintext = "t", true }, nil},
+		{"token file, plaintext allowed", func(c *Config) { c.AuthTokenFile, c.InsecurePlaintext = file, true }, nil},
+		{"token, --tls", func(c *Config) { c.AuthToken, c.TLS = "t", true }, nil},
+		{"token, --tls-cert-path", func(c *Config) { c.AuthTokenFile, c.TLSCertPath = file, "/ca.pem" }, nil},
+		{"token, --tls-insecure", func(c *Config) { c.AuthToken, c.TLSInsecure = "t", true }, nil},
+		{"no token, plaintext allowed", func(c *Config) { c.InsecureNoAuth, c.InsecurePlaintext = true, true }, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			c.UpstreamBaseURL, c.ModelNames = "http://127.0.0.1:8090", "m"
+			tc.set(&c)
+			err := c.Validate()
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate accepted it; want an error naming %v", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+		})
+	}
+}
+
+// The listener bounds are on by default and cannot be turned off: a zero
+// is refused, naming the flag.
+func TestListenerLimits(t *testing.T) {
+	c := validConfig("http://127.0.0.1:8090")
+	if c.Limits.ReadStall <= 0 || c.Limits.WriteStall <= 0 || c.Limits.Idle <= 0 || c.Limits.ReadHeader <= 0 {
+		t.Fatalf("default limits %+v", c.Limits)
+	}
+	c.Limits.Idle = 0
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--idle-timeout") {
+		t.Fatalf("Validate = %v", err)
 	}
 }

@@ -116,16 +116,19 @@ const (
 	eventDone
 )
 
-// dataOf joins an event's data: lines.
+// dataOf joins an event's data: lines with LF. An empty data line counts
+// too (it adds a line break), as in the SSE specification.
 func dataOf(ev []byte) []byte {
 	var out []byte
+	seen := false
 	for _, line := range bytes.Split(ev, []byte("\n")) {
 		line = bytes.TrimSuffix(line, []byte("\r"))
 		if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
 			d = bytes.TrimPrefix(d, []byte(" "))
-			if out != nil {
+			if seen {
 				out = append(out, '\n')
 			}
+			seen = true
 			out = append(out, d...)
 		}
 	}

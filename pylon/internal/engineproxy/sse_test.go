@@ -568,101 +568,173 @@ var sseSeeds = []string{
 	"data: {\"type\":\"response.created\"}\n\nevent: response.created\n\n",
 	"a\r\n\nb\n\r\n\r\nc",
 	"data:[DONE]\r\n\r\n",
+	"data: x\r\n\r\r\n\ndata:  y\r\ndata:\n\n",
+	" event: response.created \ndata: z\n\ndata: {\"type\":\"Response.created\"}\n\n",
 }
 
-// FuzzSSESplit: splitting any byte stream into events the way streamSSE
-// does never panics, consumes everything, and re-joins to the input; each
-// event ends at its first blank line; the classifier agrees with the data
-// it reads.
+// refEvent is one event of a stream as refSplitSSE cuts it.
+type refEvent struct {
+	raw    []byte // the event with its blank line, as relayed
+	data   []byte // its data lines' values joined by LF
+	output bool   // it counts as output
+}
+
+// refSplitSSE states how the pylon cuts an event stream, without the
+// proxy's code: scanning byte by byte, an event ends with the first LF LF
+// or CR LF CR LF; the bytes after the last one are an unfinished event. An event's data is the value of every
+// line (LF-separated, one CR removed) that starts with "data:", less one
+// space after the colon, joined by LF. It is output unless its data is
+// blank or [DONE], a line names the event response.created, or its data
+// is a JSON object of type response.created.
+func refSplitSSE(stream []byte) (events []refEvent, rest []byte) {
+	start := 0
+	for i := 0; i < len(stream); i++ {
+		sep := 0
+		switch {
+		case i+1 < len(stream) && stream[i] == '\n' && stream[i+1] == '\n':
+			sep = 2
+		case i+3 < len(stream) && stream[i] == '\r' && stream[i+1] == '\n' && stream[i+2] == '\r' && stream[i+3] == '\n':
+			sep = 4
+		default:
+			continue
+		}
+		body := stream[start:i]
+		events = append(events, refEvent{raw: stream[start : i+sep], data: refData(body), output: refOutput(body)})
+		start = i + sep
+		i = start - 1
+	}
+	return events, stream[start:]
+}
+
+func refData(body []byte) []byte {
+	var vals []string
+	for _, line := range strings.Split(string(body), "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		if v, ok := strings.CutPrefix(line, "data:"); ok {
+			vals = append(vals, strings.TrimPrefix(v, " "))
+		}
+	}
+	if vals == nil {
+		return nil
+	}
+	return []byte(strings.Join(vals, "\n"))
+}
+
+func refOutput(body []byte) bool {
+	for _, line := range strings.Split(string(body), "\n") {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "event:"); ok && strings.TrimSpace(name) == "response.created" {
+			return false
+		}
+	}
+	data := strings.TrimSpace(string(refData(body)))
+	if data == "" || data == "[DONE]" {
+		return false
+	}
+	var typed struct {
+		Type string `json:"type"`
+	}
+	created := json.Unmarshal([]byte(data), &typed) == nil && typed.Type == "response.created"
+	return !created
+}
+
+// FuzzSSESplit: the proxy's event cutting (eventBoundary, dataOf,
+// classify) agrees with refSplitSSE on any byte stream, and the events and
+// the unfinished rest re-join to the input.
 func FuzzSSESplit(f *testing.F) {
 	for _, s := range sseSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		want, wantRest := refSplitSSE(data)
 		var joined []byte
 		rest := data
-		for {
+		for i := 0; ; i++ {
 			end, sep := eventBoundary(rest)
 			if end < 0 {
-				if sep != 0 {
-					t.Fatalf("no boundary but separator length %d", sep)
-				}
 				break
 			}
-			if (sep != 2 && sep != 4) || end+sep > len(rest) {
-				t.Fatalf("boundary (%d, %d) in %d bytes", end, sep, len(rest))
+			if i >= len(want) {
+				t.Fatalf("%q: event %d %q beyond the %d the rules find", data, i, rest[:end+sep], len(want))
 			}
-			ev := rest[:end+sep]
-			if !bytes.HasSuffix(ev, []byte("\n\n")) && !bytes.HasSuffix(ev, []byte("\r\n\r\n")) {
-				t.Fatalf("event %q does not end with a blank line", ev)
+			ev, body := rest[:end+sep], rest[:end]
+			if !bytes.Equal(ev, want[i].raw) {
+				t.Fatalf("%q: event %d is %q, want %q", data, i, ev, want[i].raw)
 			}
-			if i := bytes.Index(rest, []byte("\n\n")); i >= 0 && i < end {
-				t.Fatalf("event %q holds an earlier LF LF", ev)
+			if d := dataOf(body); !bytes.Equal(d, want[i].data) {
+				t.Fatalf("%q: event %d data %q, want %q", data, i, d, want[i].data)
 			}
-			if i := bytes.Index(rest, []byte("\r\n\r\n")); i >= 0 && i < end {
-				t.Fatalf("event %q holds an earlier CRLF CRLF", ev)
+			if out := classify(body) == eventOutput; out != want[i].output {
+				t.Fatalf("%q: event %d output %v, want %v", data, i, out, want[i].output)
 			}
-			body := rest[:end]
-			d := dataOf(body)
-			if len(d) > len(body) {
-				t.Fatalf("dataOf grew the event: %q -> %q", body, d)
-			}
-			switch k := classify(body); k {
-			case eventDone:
-				if string(bytes.TrimSpace(d)) != "[DONE]" {
-					t.Fatalf("%q classified done with data %q", body, d)
-				}
-			case eventOutput:
-				if len(bytes.TrimSpace(d)) == 0 {
-					t.Fatalf("%q classified output with empty data", body)
-				}
-			case eventOther:
-			default:
-				t.Fatalf("classify(%q) = %v", body, k)
+			if classify(body) == eventDone && string(bytes.TrimSpace(want[i].data)) != "[DONE]" {
+				t.Fatalf("%q: event %d classified [DONE] with data %q", data, i, want[i].data)
 			}
 			joined = append(joined, ev...)
 			rest = rest[end+sep:]
+			if i == len(want)-1 && !bytes.Equal(rest, wantRest) {
+				t.Fatalf("%q: unfinished rest %q, want %q", data, rest, wantRest)
+			}
 		}
-		classify(rest)
-		dataOf(rest)
-		joined = append(joined, rest...)
-		if !bytes.Equal(joined, data) {
-			t.Fatalf("re-joined events %q != input %q", joined, data)
+		if !bytes.Equal(append(joined, rest...), data) {
+			t.Fatalf("events and rest re-join to %q, not the input %q", append(joined, rest...), data)
 		}
 	})
 }
 
-// FuzzStreamSSE: streamSSE, fed any stream in reads of any size, forwards
-// exactly the input and reports exactly the output events' data.
+// FuzzStreamSSE: streamSSE, fed any stream in reads of a fuzzed size with
+// empty reads mixed in, relays exactly the input, reports exactly the
+// output events' data (refSplitSSE), never reads past the end, and, with a
+// fuzzed limit on an unfinished event, aborts exactly when refSplitSSE's
+// unfinished event outgrows it after a read, having relayed exactly the
+// events finished by then.
 func FuzzStreamSSE(f *testing.F) {
 	for i, s := range sseSeeds {
-		f.Add([]byte(s), uint8(i+1))
+		f.Add([]byte(s), uint8(i+1), uint8(0), uint8(i%3))
 	}
-	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
-		var wantOutputs [][]byte
-		rest := data
-		for {
-			end, sep := eventBoundary(rest)
-			if end < 0 {
+	f.Add([]byte("data: abcdefgh\n\ndata: abcdefghijklmnop"), uint8(3), uint8(10), uint8(2))
+	f.Fuzz(func(t *testing.T, data []byte, chunk, limit, stall uint8) {
+		n := max(int(chunk), 1)
+		maxEvent := 1 << 20
+		if limit > 0 {
+			maxEvent = int(limit)
+		}
+		// The reads streamSSE makes and where it stands after each.
+		wantBytes, wantOutputs := data, [][]byte(nil)
+		wantAbort := false
+		events, _ := refSplitSSE(data)
+		for pos := 0; ; pos = min(pos+n, len(data)) {
+			done := 0 // the bytes of events finished within data[:pos]
+			var outs [][]byte
+			for _, ev := range events {
+				if done+len(ev.raw) > pos {
+					break
+				}
+				done += len(ev.raw)
+				if ev.output {
+					outs = append(outs, ev.data)
+				}
+			}
+			if pos-done > maxEvent {
+				wantBytes, wantOutputs, wantAbort = data[:done], outs, true
 				break
 			}
-			if classify(rest[:end]) == eventOutput {
-				wantOutputs = append(wantOutputs, dataOf(rest[:end]))
+			if pos == len(data) {
+				wantOutputs = outs
+				break
 			}
-			rest = rest[end+sep:]
 		}
 
 		clk := clock.NewFake(epoch)
-		px := &Proxy{cfg: Config{Clock: clk, Log: slog.New(slog.DiscardHandler), MaxEventBytes: 1 << 20,
+		px := &Proxy{cfg: Config{Clock: clk, Log: slog.New(slog.DiscardHandler), MaxEventBytes: maxEvent,
 			FirstOutputTimeout: time.Hour, InterEventTimeout: time.Hour}}
 		rec := httptest.NewRecorder()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		obs := &recordingObs{}
-		got, abort := px.streamSSE(ctx, cancel, rec, http.NewResponseController(rec),
-			&chunkReader{data: data, n: max(int(chunk), 1)}, RequestInfo{}, obs, clk.Now(), true)
-		if !bytes.Equal(rec.Body.Bytes(), data) {
-			t.Fatalf("forwarded %q, want %q", rec.Body.Bytes(), data)
+		r := &chunkReader{t: t, data: data, n: n, stallEvery: int(stall)}
+		got, abort := px.streamSSE(ctx, cancel, rec, http.NewResponseController(rec), r, RequestInfo{}, obs, clk.Now(), true)
+		if !bytes.Equal(rec.Body.Bytes(), wantBytes) {
+			t.Fatalf("relayed %q, want %q", rec.Body.Bytes(), wantBytes)
 		}
 		if len(obs.outputs) != len(wantOutputs) {
 			t.Fatalf("%d outputs reported, want %d", len(obs.outputs), len(wantOutputs))
@@ -673,11 +745,14 @@ func FuzzStreamSSE(f *testing.F) {
 			}
 		}
 		wantOutcome := outcomeComplete
-		if len(wantOutputs) == 0 {
+		if wantAbort || len(wantOutputs) == 0 {
 			wantOutcome = outcomeFailed
 		}
-		if got != wantOutcome || abort {
-			t.Fatalf("outcome %v abort %v, want %v without abort", got, abort, wantOutcome)
+		if got != wantOutcome || abort != wantAbort {
+			t.Fatalf("outcome %v abort %v, want %v abort %v", got, abort, wantOutcome, wantAbort)
+		}
+		if !wantAbort && r.eofs != 1 {
+			t.Fatalf("streamSSE saw EOF %d times; it must stop reading at the first", r.eofs)
 		}
 		if clk.Timers() != 0 {
 			t.Fatalf("watchdog left armed")
@@ -685,13 +760,29 @@ func FuzzStreamSSE(f *testing.F) {
 	})
 }
 
+// chunkReader hands out data n bytes at a time, with an empty read before
+// every stallEvery-th one (0: none), as a slow upstream does. It fails the
+// test when it is read again after returning EOF more than a few times: a
+// reader loop that ignores EOF would otherwise spin forever.
 type chunkReader struct {
-	data []byte
-	n    int
+	t          *testing.T
+	data       []byte
+	n          int
+	stallEvery int
+	reads      int
+	eofs       int
 }
 
 func (c *chunkReader) Read(p []byte) (int, error) {
+	c.reads++
+	if c.stallEvery > 0 && c.reads%(c.stallEvery+1) == 0 {
+		return 0, nil
+	}
 	if len(c.data) == 0 {
+		c.eofs++
+		if c.eofs > 3 {
+			c.t.Fatalf("read %d times after EOF", c.eofs)
+		}
 		return 0, io.EOF
 	}
 	k := copy(p[:min(len(p), c.n)], c.data)

@@ -91,6 +91,7 @@ type generation struct {
 	kvCap, kvUsed, kvFree            uint64  // summed over engines
 	kv                               []kvVal // per engine: the last successful poll
 	chunkUsage, engineStream, kvSeen bool
+	warnedTPS                        bool // a sample above MaxTPS was logged
 }
 
 // kvVal is one engine's last KV values for a generation.
@@ -333,13 +334,16 @@ func (c *Collector) Stats(model string) (protocol.ModelStats, bool) {
 }
 
 func (c *Collector) statsLocked(g *generation) protocol.ModelStats {
+	// Every sample was checked on the way in; boundTPS is the last guard,
+	// so whatever path a value took the hub never receives NaN, an
+	// infinity, a negative or more than MaxTPS.
 	s := protocol.ModelStats{
 		// The engine does not report its concurrency; the operator may
 		// (--max-engine-concurrency), else it stays 0.
 		MaxEngineConcurrency:  c.cfg.MaxEngineConcurrency,
-		LastMeanInputTPS:      g.lastMean,
-		MaxInputTPS:           g.maxIn,
-		MaxOutputTPS:          g.maxOut,
+		LastMeanInputTPS:      boundTPS(g.lastMean),
+		MaxInputTPS:           boundTPS(g.maxIn),
+		MaxOutputTPS:          boundTPS(g.maxOut),
 		KVCacheCapacityTokens: g.kvCap,
 		KVCacheUsedTokens:     g.kvUsed,
 		KVCacheFreeTokens:     g.kvFree,
@@ -388,6 +392,7 @@ func (c *Collector) statsLocked(g *generation) protocol.ModelStats {
 	if !g.authoritative && liveN > 0 { // live estimates exist only for fallback requests
 		s.OutputTPS = max(s.OutputTPS, liveSum/float64(liveN))
 	}
+	s.OutputTPS = boundTPS(s.OutputTPS)
 	if g.chunkUsage {
 		s.StatsCapabilities = append(s.StatsCapabilities, protocol.CapabilityChunkUsage)
 		s.StatsSources = append(s.StatsSources, protocol.SourceChunkUsage)
@@ -445,7 +450,7 @@ func (c *Collector) LocalQueueMs(model string, prio uint32, self *Observer) (ms 
 // last_mean_input_tps once the distribution holds MinInputSamples samples
 // (or stays at the seed when pinned).
 func (c *Collector) addInputSample(g *generation, tps float64) {
-	if !g.dist.add(tps) || g.dist.count < MinInputSamples || !validTPS(g.dist.mean) {
+	if c.implausibleLocked(g, "input", tps) || !g.dist.add(tps) || g.dist.count < MinInputSamples || !validTPS(g.dist.mean) {
 		return
 	}
 	if c.cfg.PinInputTPS && g.seed > 0 {
@@ -456,11 +461,27 @@ func (c *Collector) addInputSample(g *generation, tps float64) {
 	g.maxIn = max(g.maxIn, g.lastMean)
 }
 
+// implausibleLocked reports whether a throughput sample must be dropped
+// (not validTPS). One above MaxTPS is logged once per generation: it means
+// the engine reports counters no engine can produce, which an operator
+// should know, but a broken engine must not flood the log.
+func (c *Collector) implausibleLocked(g *generation, kind string, tps float64) bool {
+	if validTPS(tps) {
+		return false
+	}
+	if tps > MaxTPS && !g.warnedTPS {
+		g.warnedTPS = true
+		c.log.Warn("dropping an implausible throughput sample from the engine; later ones are dropped without a log",
+			"model", g.model, "kind", kind, "tokens_per_second", tps, "limit", float64(MaxTPS))
+	}
+	return true
+}
+
 // addOutputSample records one output-TPS sample: it raises max_output_tps
 // and enters the window; a counter-derived sample makes the window
 // authoritative over the fallback's live estimates.
 func (c *Collector) addOutputSample(g *generation, tps float64, counter bool) {
-	if !validTPS(tps) {
+	if c.implausibleLocked(g, "output", tps) {
 		return
 	}
 	g.maxOut = max(g.maxOut, tps)

@@ -64,6 +64,29 @@ const (
 	MaxBackoff     = 5 * time.Second
 )
 
+// Bounds on what an engine may report (docs/pylon.md#statistics). A value
+// beyond them is not a measurement but a broken or hostile engine, and
+// once published it would steer the hub: a huge throughput makes this
+// pylon's queues look empty, so every hub sends it everything; a huge free
+// KV count makes it fit every prompt. Such values are dropped where they
+// enter, so they never reach the registration.
+const (
+	// MaxCounterTokens bounds a per-request cumulative token counter
+	// (tokens_processed, tokens_generated, a usage counter in a response
+	// chunk): 2^32, some 400 times the largest context window served
+	// today. A stats line above it is invalid (reason "field"); a chunk's
+	// counter above it is ignored.
+	MaxCounterTokens = 1 << 32
+	// MaxTPS bounds every throughput sample and every published throughput,
+	// in tokens per second: 10^9, above what one engine does even when a
+	// 10-million-token prompt is served from cache within the 10 ms
+	// duration floor. A larger sample is dropped.
+	MaxTPS = 1e9
+	// MaxKVTokens bounds each KV-cache token count of a poll (2^40); a
+	// poll with a larger one fails and the last values stay.
+	MaxKVTokens = 1 << 40
+)
+
 // Config configures a Collector. The zero values of the optional fields get
 // the defaults noted on each field.
 type Config struct {
@@ -142,8 +165,8 @@ func (c Config) Validate() error {
 	if c.KVCachePath != "" && !strings.HasPrefix(c.KVCachePath, "/") {
 		return fmt.Errorf("--kv-cache-stats-path %q: must start with /", c.KVCachePath)
 	}
-	if math.IsNaN(c.InitialInputTPS) || math.IsInf(c.InitialInputTPS, 0) || c.InitialInputTPS < 0 {
-		return fmt.Errorf("--initial-input-tps %v: must be finite and > 0", c.InitialInputTPS)
+	if math.IsNaN(c.InitialInputTPS) || c.InitialInputTPS < 0 || c.InitialInputTPS > MaxTPS {
+		return fmt.Errorf("--initial-input-tps %v: must be > 0 and at most %g", c.InitialInputTPS, float64(MaxTPS))
 	}
 	if c.PinInputTPS && c.InitialInputTPS == 0 {
 		return errors.New("--benchmark-pin-input-tps requires --initial-input-tps")

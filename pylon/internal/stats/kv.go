@@ -11,7 +11,8 @@ import (
 
 // kvStats is the body of the KV-cache stats endpoint
 // (docs/design/statistics.md#kv-cache-polling).
-// Other keys are ignored; a missing or mistyped field fails the poll.
+// Other keys are ignored; a missing or mistyped field, or a count above
+// MaxKVTokens, fails the poll; used and free are clamped to the capacity.
 type kvStats struct {
 	Model    *string `json:"model"`
 	Capacity *uint64 `json:"kv_cache_capacity_tokens"`
@@ -116,5 +117,11 @@ func (c *Collector) fetchKV(ctx context.Context, kvURL string) (kvStats, error) 
 	if kv.Model == nil || kv.Capacity == nil || kv.Used == nil || kv.Free == nil {
 		return kvStats{}, fmt.Errorf("body lacks model or a kv_cache_*_tokens field")
 	}
+	if max(*kv.Capacity, *kv.Used, *kv.Free) > MaxKVTokens {
+		return kvStats{}, fmt.Errorf("a kv_cache_*_tokens value above %d", uint64(MaxKVTokens))
+	}
+	// Neither can exceed the capacity: a free count above it would make
+	// the hub think any prompt fits; a used count above it means full.
+	*kv.Used, *kv.Free = min(*kv.Used, *kv.Capacity), min(*kv.Free, *kv.Capacity)
 	return kv, nil
 }

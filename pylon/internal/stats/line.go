@@ -65,6 +65,7 @@ type engineEvent struct {
 // Field checks follow upstream Stargate's order, so a line with several
 // problems is counted under the same reason: v, type, request_id, model,
 // tokens_processed, tokens_generated, finished, then the empty-stats rule.
+// Unlike upstream, a counter above MaxCounterTokens is a "field" error.
 // A key present with the wrong JSON kind (null included) is "field"; any v
 // other than the integer literal 1 is "version". Unknown keys are ignored.
 func parseLine(line []byte) (lineKind, engineEvent, string) {
@@ -181,7 +182,9 @@ func requiredID(obj map[string]json.RawMessage, key string) (string, string) {
 
 // optionalCounter reads an optional non-negative integer counter. ok is
 // false when the key is present with anything else (a float, a negative
-// number, a string, null, or a value beyond uint64).
+// number, a string, null, or a value above MaxCounterTokens: no request
+// has that many tokens, and a sample measured from it would publish an
+// impossible throughput).
 func optionalCounter(obj map[string]json.RawMessage, key string) (*uint64, bool) {
 	raw, present := obj[key]
 	if !present {
@@ -192,8 +195,7 @@ func optionalCounter(obj map[string]json.RawMessage, key string) (*uint64, bool)
 		zero := uint64(0)
 		return &zero, true
 	}
-	if v, ok := rawU64(raw); ok { // ParseUint rejects 1.5, 1e3 and -1
-
+	if v, ok := rawU64(raw); ok && v <= MaxCounterTokens { // ParseUint rejects 1.5, 1e3 and -1
 		return &v, true
 	}
 	return nil, false

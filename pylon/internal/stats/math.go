@@ -74,7 +74,8 @@ func seeded(x float64) welford {
 	return welford{count: MinInputSamples, mean: x, min: x, max: x}
 }
 
-// add folds in v; non-positive and non-finite values are ignored.
+// add folds in v; values that are not validTPS (non-positive, non-finite,
+// above MaxTPS) are ignored.
 func (w *welford) add(v float64) bool {
 	if !validTPS(v) {
 		return false
@@ -125,8 +126,19 @@ func (w *window) mean() float64 {
 
 func (w *window) clear() { *w = window{} }
 
-// validTPS reports whether a throughput can divide work: finite and > 0.
-func validTPS(v float64) bool { return v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
+// validTPS reports whether a throughput can divide work and is one an
+// engine can have: > 0 and at most MaxTPS (so finite; NaN fails both
+// comparisons).
+func validTPS(v float64) bool { return v > 0 && v <= MaxTPS }
+
+// boundTPS is v when validTPS, else 0 (no throughput known): the last guard
+// before a throughput is published.
+func boundTPS(v float64) float64 {
+	if validTPS(v) {
+		return v
+	}
+	return 0
+}
 
 // queueMs is ceil(tokens / tps × 1000), saturating at MaxUint64 (the same
 // operation order as the hub, so both ends round alike). tps must be valid.

@@ -342,7 +342,9 @@ func (c *Collector) observeLocked(o *Observer, now time.Time) {
 	o.liveTPS = 0
 	fallback := c.fallbackLocked(o.engine)
 	if fallback && o.state == OutputGeneration {
-		o.liveTPS, _ = o.outputTPS(now)
+		if tps, ok := o.outputTPS(now); ok && validTPS(tps) {
+			o.liveTPS = tps
+		}
 	}
 	t := o.track
 	if t != nil && c.reqs[o.info.ID] != t {

@@ -31,7 +31,9 @@ func isOutputPayload(p []byte) bool {
 	if len(p) == 0 || bytes.Equal(p, []byte("[DONE]")) {
 		return false
 	}
-	if p[0] != '{' || !bytes.Contains(p, []byte("response.created")) {
+	// Only an object that names response.created needs decoding; one with
+	// an escape might spell it in escapes.
+	if p[0] != '{' || (!bytes.Contains(p, []byte("response.created")) && bytes.IndexByte(p, '\\') < 0) {
 		return true
 	}
 	var head struct {
@@ -60,7 +62,8 @@ type chunkShape struct {
 
 // parseChunk reads the output-token information of one chunk. Anything it
 // cannot read contributes nothing; it never fails. A field of an unexpected
-// kind is skipped and the rest of the chunk still counts.
+// kind, or a counter above MaxCounterTokens, is skipped and the rest of the
+// chunk still counts.
 func parseChunk(p []byte) chunkTokens {
 	// It runs for every SSE event and every non-SSE answer, so the chunk
 	// is read in place; decodeChunk, which decoding with encoding/json
@@ -71,10 +74,12 @@ func parseChunk(p []byte) chunkTokens {
 			return chunkTokens{}
 		}
 	}
-	if v, ok := rawFieldU64(c.Usage, "completion_tokens"); ok {
+	// A counter above MaxCounterTokens is no count an engine can have: it
+	// is skipped like a counter of the wrong kind.
+	if v, ok := rawFieldU64(c.Usage, "completion_tokens"); ok && v <= MaxCounterTokens {
 		return chunkTokens{explicit: v, hasExplicit: true}
 	}
-	if v, ok := rawU64(c.OutputTokensSoFar); ok {
+	if v, ok := rawU64(c.OutputTokensSoFar); ok && v <= MaxCounterTokens {
 		return chunkTokens{explicit: v, hasExplicit: true}
 	}
 	if len(c.Response) > 0 {
@@ -82,7 +87,7 @@ func parseChunk(p []byte) chunkTokens {
 			Usage json.RawMessage `json:"usage"`
 		}
 		if json.Unmarshal(c.Response, &r) == nil {
-			if v, ok := rawFieldU64(r.Usage, "output_tokens"); ok {
+			if v, ok := rawFieldU64(r.Usage, "output_tokens"); ok && v <= MaxCounterTokens {
 				return chunkTokens{explicit: v, hasExplicit: true}
 			}
 		}

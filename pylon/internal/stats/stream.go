@@ -146,15 +146,23 @@ func (c *Collector) handleEngineLine(engine int, line []byte, validSeen *bool) {
 }
 
 // splitter cuts a byte stream into lines at LF, dropping a CR before it.
-// A line over MaxLineBytes is reported once through tooLarge and skipped up
-// to its LF, without being buffered. A trailing partial line is dropped
-// with the connection, as upstream Stargate does: it cannot be completed
-// by the next connection.
+// A line over MaxLineBytes is reported once through tooLarge (as soon as
+// it cannot fit) and skipped up to its LF, without being buffered. A
+// trailing partial line is dropped with the connection, as upstream
+// Stargate does: it cannot be completed by the next connection.
 type splitter struct {
 	handle   func(line []byte)
 	tooLarge func()
+	limit    int // the longest line; 0 means MaxLineBytes (tests set less)
 	pending  []byte
 	skipping bool // inside an oversized line
+}
+
+func (s *splitter) maxLine() int {
+	if s.limit > 0 {
+		return s.limit
+	}
+	return MaxLineBytes
 }
 
 func (s *splitter) write(p []byte) {
@@ -169,7 +177,7 @@ func (s *splitter) write(p []byte) {
 			s.skipping = false
 		} else {
 			line := bytes.TrimSuffix(s.pending, []byte("\r"))
-			if len(line) > MaxLineBytes {
+			if len(line) > s.maxLine() {
 				s.tooLarge()
 			} else {
 				s.handle(line)
@@ -186,7 +194,7 @@ func (s *splitter) buffer(p []byte) {
 	if s.skipping {
 		return
 	}
-	if len(s.pending)+len(p) > MaxLineBytes+1 {
+	if len(s.pending)+len(p) > s.maxLine()+1 {
 		s.pending = s.pending[:0]
 		s.skipping = true
 		s.tooLarge()

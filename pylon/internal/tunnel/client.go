@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -17,7 +18,7 @@ import (
 )
 
 // Defaults applied by New to zero Config fields, and the reconnect backoff
-// (docs/protocol.md#5-timeouts-and-backoff).
+// (docs/pylon.md#hubs-and-the-tunnel).
 const (
 	DefaultResolveInterval = 10 * time.Second
 	DefaultDialTimeout     = 5 * time.Second
@@ -27,10 +28,19 @@ const (
 	DefaultPingInterval = 5 * time.Second
 	DefaultPingTimeout  = 5 * time.Second
 
-	// InitialBackoff is the first wait after a connection closes or an
-	// attempt fails; each further failure doubles it up to MaxBackoff.
+	// InitialBackoff is the shortest wait after a connection closes or an
+	// attempt fails, and the scale of the first ones; MaxBackoff is the
+	// longest. Each wait is drawn at random between InitialBackoff and
+	// three times the previous wait, capped at MaxBackoff (decorrelated
+	// jitter, see backoff).
 	InitialBackoff = time.Second
-	MaxBackoff     = 30 * time.Second
+	// MaxBackoff bounds how long a pylon can stay away from a hub that has
+	// come back: the wait in progress when the hub returns is at most this.
+	// 10 s rather than upstream's 30 s: every second a pylon stays
+	// disconnected its cluster is invisible to that hub, while a refused
+	// attempt costs the hub almost nothing (1000 pylons at this cap make
+	// about 145 attempts per second against a hub that is down).
+	MaxBackoff = 10 * time.Second
 	// StableAfter is how long a connection must have lived for the backoff
 	// to start again from InitialBackoff.
 	StableAfter = 60 * time.Second
@@ -84,6 +94,15 @@ type Config struct {
 	// PingInterval disables pings.
 	PingInterval time.Duration
 	PingTimeout  time.Duration
+	// AllowPlaintextToken permits sending the Token on a connection
+	// without TLS. Run refuses a Token without TLS otherwise: the pylon
+	// writes its handshake first, so whoever answers at the hub address,
+	// or reads the wire, would get the token.
+	AllowPlaintextToken bool
+	// Rand draws the reconnect jitter; it is used under the Client's lock.
+	// Nil means a generator seeded at random, which is what production
+	// needs: pylons seeded alike would retry in lockstep again.
+	Rand *rand.Rand
 	// OnState, when set, is called on every change of a hub address's
 	// connection state (for pylon_reverse_tunnel_connected{router}), with
 	// connected=false also when the address is dropped. Calls are
@@ -123,6 +142,9 @@ func New(cfg Config) *Client {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())) //nolint:gosec // G404: jitter needs spread, not secrecy
+	}
 	if cfg.Handshake.V == 0 {
 		cfg.Handshake.V = protocol.Version
 	}
@@ -153,6 +175,9 @@ func (c *Client) Run(ctx context.Context) error {
 	}
 	if len(c.cfg.Addresses) == 0 {
 		return errors.New("tunnel: Config.Addresses is empty")
+	}
+	if c.cfg.Token != nil && c.cfg.TLS == nil && !c.cfg.AllowPlaintextToken {
+		return errors.New("tunnel: a Token without TLS would be sent in plaintext; set Config.TLS or Config.AllowPlaintextToken")
 	}
 	for _, a := range c.cfg.Addresses {
 		if _, _, err := net.SplitHostPort(a); err != nil {
@@ -256,6 +281,15 @@ func (c *Client) lookup(ctx context.Context, host string) ([]string, error) {
 		return nil, fmt.Errorf("no addresses for %q", host)
 	}
 	return ips, nil
+}
+
+// jitter draws a uniform value in [0, 1) for a reconnect wait. The lock
+// serialises the workers' draws: a *rand.Rand is not safe for concurrent
+// use.
+func (c *Client) jitter() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg.Rand.Float64()
 }
 
 // setState records w's connection state and reports a change through

@@ -5,10 +5,10 @@
 //
 // Client keeps exactly one connection to every address a configured hub
 // name resolves to (a Kubernetes headless Service lists every hub pod),
-// re-resolves periodically, and reconnects each one with the backoff of
-// docs/protocol.md#5-timeouts-and-backoff. RegistrationHandler is the
-// pylon side of the registration
-// stream the hub reads over that connection.
+// re-resolves periodically, and reconnects each one with the jittered
+// backoff of docs/pylon.md#hubs-and-the-tunnel. RegistrationHandler is the
+// pylon side of the registration stream the hub reads over that
+// connection.
 //
 // The package moves bytes and reports connection state; it does not decide
 // what the pylon publishes (a Snapshotter does) or how a request is served

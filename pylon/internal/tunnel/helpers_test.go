@@ -39,26 +39,20 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+// syncBuffer is a goroutine-safe log sink that tests can wait on.
+type syncBuffer struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // closed and replaced on every write
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+func newSyncBuffer() *syncBuffer { return &syncBuffer{changed: make(chan struct{})} }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	close(b.changed)
+	b.changed = make(chan struct{})
 	return b.buf.Write(p)
 }
 
@@ -68,11 +62,82 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// wait blocks until the log holds every one of subs: the code under test
+// logs the event the test waits for, so the write itself is the signal.
+func (b *syncBuffer) wait(t *testing.T, what string, subs ...string) {
+	t.Helper()
+	deadline := time.After(waitTimeout)
+	for {
+		b.mu.Lock()
+		ok, ch := contains(b.buf.String(), subs...), b.changed
+		b.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s; log:\n%s", what, b.String())
+		}
+	}
+}
+
+// tapConn is the test hub's end of an accepted tunnel. It follows the
+// HTTP/2 frames the pylon sends (9-byte headers, payloads skipped) to
+// signal a GOAWAY, and signals when the pylon's side is closed, so tests
+// wait for those events instead of polling.
+type tapConn struct {
+	net.Conn
+	goaway, closed chan struct{}
+	goawayOnce     sync.Once
+	closeOnce      sync.Once
+
+	hdr  [9]byte
+	have int // bytes of hdr read
+	skip int // payload bytes of the current frame still to pass
+}
+
+func newTapConn(c net.Conn) *tapConn {
+	return &tapConn{Conn: c, goaway: make(chan struct{}), closed: make(chan struct{})}
+}
+
+func (c *tapConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.follow(p[:n])
+	if err != nil {
+		c.closeOnce.Do(func() { close(c.closed) })
+	}
+	return n, err
+}
+
+// follow advances the frame parser over b.
+func (c *tapConn) follow(b []byte) {
+	for len(b) > 0 {
+		if c.skip > 0 {
+			k := min(c.skip, len(b))
+			c.skip -= k
+			b = b[k:]
+			continue
+		}
+		k := copy(c.hdr[c.have:], b)
+		c.have += k
+		b = b[k:]
+		if c.have < len(c.hdr) {
+			return
+		}
+		c.have = 0
+		c.skip = int(c.hdr[0])<<16 | int(c.hdr[1])<<8 | int(c.hdr[2])
+		if http2.FrameType(c.hdr[3]) == http2.FrameGoAway {
+			c.goawayOnce.Do(func() { close(c.goaway) })
+		}
+	}
+}
+
 // hubConn is one handshake a test hub received.
 type hubConn struct {
 	hs   protocol.Handshake
 	ack  protocol.HandshakeAck
-	conn net.Conn
+	conn *tapConn
 	cc   *http2.ClientConn //nolint:staticcheck // SA1019: the test hub uses the same x/net client as the real one.
 }
 
@@ -95,6 +160,7 @@ type testHub struct {
 	addr   string
 	decide func(n int, hs protocol.Handshake) protocol.HandshakeAck
 	conns  chan *hubConn
+	listed chan struct{} // signalled (coalesced) when an accepted connection is listed
 
 	mu    sync.Mutex
 	n     int
@@ -122,7 +188,7 @@ func listen(t *testing.T, addr string) net.Listener {
 
 func startTestHub(t *testing.T, ln net.Listener, decide func(n int, hs protocol.Handshake) protocol.HandshakeAck) *testHub {
 	t.Helper()
-	h := &testHub{t: t, ln: ln, addr: ln.Addr().String(), decide: decide, conns: make(chan *hubConn, 100)}
+	h := &testHub{t: t, ln: ln, addr: ln.Addr().String(), decide: decide, conns: make(chan *hubConn, 100), listed: make(chan struct{}, 1)}
 	h.wg.Go(h.acceptLoop)
 	t.Cleanup(h.stop)
 	return h
@@ -154,7 +220,7 @@ func (h *testHub) handle(conn net.Conn) {
 		_ = conn.Close()
 		return
 	}
-	hc := &hubConn{hs: hs, ack: ack, conn: conn}
+	hc := &hubConn{hs: hs, ack: ack, conn: newTapConn(conn)}
 	if !ack.Accepted {
 		_ = conn.Close()
 		h.conns <- hc
@@ -162,7 +228,7 @@ func (h *testHub) handle(conn net.Conn) {
 	}
 	_ = conn.SetDeadline(time.Time{})
 	//nolint:staticcheck // SA1019: the test hub uses the same x/net client as the real one.
-	cc, err := (&http2.Transport{StrictMaxConcurrentStreams: true}).NewClientConn(conn)
+	cc, err := (&http2.Transport{StrictMaxConcurrentStreams: true}).NewClientConn(hc.conn)
 	if err != nil {
 		_ = conn.Close()
 		return
@@ -171,7 +237,29 @@ func (h *testHub) handle(conn net.Conn) {
 	h.mu.Lock()
 	h.open = append(h.open, hc)
 	h.mu.Unlock()
+	select {
+	case h.listed <- struct{}{}:
+	default:
+	}
 	h.conns <- hc
+}
+
+// openConns is how many accepted connections the hub holds.
+func (h *testHub) openConns() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.open)
+}
+
+// dropAll closes every accepted connection at once, as a hub restart does,
+// and keeps accepting.
+func (h *testHub) dropAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hc := range h.open {
+		_ = hc.cc.Close()
+	}
+	h.open = nil
 }
 
 func (h *testHub) stop() {
@@ -206,8 +294,14 @@ type runningClient struct {
 // out x/net's 1 s GOAWAY linger, which only slows the tests down.
 func startClient(t *testing.T, cfg Config, hubs ...*testHub) *runningClient {
 	t.Helper()
-	rc := &runningClient{states: make(chan stateEvent, 100), logs: &syncBuffer{}, done: make(chan error, 1)}
-	cfg.OnState = func(addr string, connected bool) { rc.states <- stateEvent{addr, connected} }
+	rc := &runningClient{states: make(chan stateEvent, 100), logs: newSyncBuffer(), done: make(chan error, 1)}
+	onState := cfg.OnState
+	cfg.OnState = func(addr string, connected bool) {
+		if onState != nil {
+			onState(addr, connected)
+		}
+		rc.states <- stateEvent{addr, connected}
+	}
 	cfg.Log = slog.New(slog.NewTextHandler(rc.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if cfg.Handshake.InferenceServerID == "" {
 		cfg.Handshake = protocol.Handshake{InferenceServerID: "p1", HeartbeatMs: 1000}

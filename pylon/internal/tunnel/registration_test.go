@@ -105,19 +105,19 @@ func TestRegistrationHandlerSendsOnConnectChangeAndInterval(t *testing.T) {
 	}
 	sentAt := reg.SentAtUnixMs
 
-	// A change right after a send waits out the 50 ms coalescing gap.
+	// A change right after a send waits out the 50 ms coalescing gap: the
+	// handler arms the gap timer next to its interval timer.
 	clk.WaitForTimers(1)
 	snap.setStatus(protocol.StatusInactive)
-	var next protocol.Registration
-	eventually(t, "the coalesced snapshot", func() bool {
-		select {
-		case next = <-w.lines:
-			return true
-		default:
-			clk.Advance(5 * time.Millisecond)
-			return false
-		}
-	})
+	clk.WaitForTimers(2)
+	clk.Advance(minSendGap - time.Millisecond)
+	select {
+	case reg := <-w.lines:
+		t.Fatalf("a snapshot %+v inside the coalescing gap", reg)
+	default:
+	}
+	clk.Advance(time.Millisecond)
+	next := recv(t, w.lines, "the coalesced snapshot")
 	if next.Seq != 4 || next.Models["m"].Status != protocol.StatusInactive {
 		t.Fatalf("coalesced line %+v", next)
 	}

@@ -48,7 +48,8 @@ func selfSigned(t *testing.T) (*tls.Config, *x509.CertPool) {
 }
 
 // TestTLSVerifiesTheConfiguredHostName dials a resolved IP but verifies the
-// certificate against the configured host name.
+// certificate against the configured host name, and sends the token inside
+// TLS.
 func TestTLSVerifiesTheConfiguredHostName(t *testing.T) {
 	clk := clock.NewFake(epoch)
 	serverTLS, pool := selfSigned(t)
@@ -61,10 +62,12 @@ func TestTLSVerifiesTheConfiguredHostName(t *testing.T) {
 		Addresses: []string{net.JoinHostPort("hub.test", port)}, Resolver: res, Clock: clk,
 		TLS:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13},
 		Handler: pylonHandler(newSnapshot("p1"), clk, nil),
+		// With TLS the token needs no AllowPlaintextToken.
+		Token: func() (string, error) { return "s3cret", nil },
 	}, hub)
 	hc := recv(t, hub.conns, "a TLS connection")
-	if !hc.ack.Accepted {
-		t.Fatalf("ack %+v", hc.ack)
+	if !hc.ack.Accepted || hc.hs.AuthToken != "s3cret" {
+		t.Fatalf("ack %+v, token %q", hc.ack, hc.hs.AuthToken)
 	}
 	resp, err := hc.get(t, "/echo")
 	if err != nil {

@@ -45,30 +45,29 @@ type worker struct {
 	connected bool // guarded by c.mu
 }
 
-// run connects, serves, and reconnects with backoff until ctx is done. The
-// backoff (docs/protocol.md#5-timeouts-and-backoff): start at
-// InitialBackoff, double after every close or failure up to MaxBackoff,
-// and start again from InitialBackoff after a connection that lived longer
-// than StableAfter.
+// run connects, serves, and reconnects until ctx is done, waiting between
+// attempts as backoff says and starting its schedule over after a
+// connection that lived longer than StableAfter
+// (docs/pylon.md#hubs-and-the-tunnel).
 func (w *worker) run(ctx context.Context) {
-	backoff := InitialBackoff
+	var b backoff
 	for {
 		lived, err := w.connectAndServe(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if lived > StableAfter {
-			backoff = InitialBackoff
+			b.reset()
 		}
+		wait := b.next(w.c.jitter())
 		var refused *refusedError
 		if !errors.As(err, &refused) { // refusals were logged with their code already
 			w.c.log.Warn("tunnel: connection to hub ended; reconnecting", "hub", w.addr, "err", err,
-				"connected_for", lived, "retry_in", backoff)
+				"connected_for", lived, "retry_in", wait)
 		}
-		if !clock.Sleep(w.c.clk, ctx.Done(), backoff) {
+		if !clock.Sleep(w.c.clk, ctx.Done(), wait) {
 			return
 		}
-		backoff = min(2*backoff, MaxBackoff)
 	}
 }
 
@@ -107,6 +106,7 @@ func (w *worker) connectAndServe(ctx context.Context) (lived time.Duration, err 
 	h2.shutdown(context.WithoutCancel(ctx))
 	t := w.c.clk.NewTimer(w.c.cfg.DrainTimeout)
 	defer t.Stop()
+	w.c.log.Info("tunnel: draining the connection to hub", "hub", w.addr, "drain_timeout", w.c.cfg.DrainTimeout)
 	select {
 	case <-h2.done:
 	case <-t.C():
