@@ -81,10 +81,10 @@ up() {
 	spawn floor1 "${relay[@]}" "$bin/baseline-proxy" --listen "127.0.0.1:$f1" --target "http://127.0.0.1:$engine"
 	spawn floor2 "${relay[@]}" "$bin/baseline-proxy" --listen "127.0.0.1:$f2" --target "http://127.0.0.1:$f1"
 	spawn hub "${relay[@]}" "$bin/hub" --listen "127.0.0.1:$hubapi" --backend-listen "127.0.0.1:$hubback" \
-		--metrics-listen 127.0.0.1:0 --log-level warn
+		--metrics-listen 127.0.0.1:0 --insecure-no-client-auth --insecure-no-registration-auth --log-level warn
 	spawn pylon "${relay[@]}" "$bin/pylon" --stargate-address "127.0.0.1:$hubback" \
 		--upstream-http-base-url "http://127.0.0.1:$engine" --model-name m --listen "127.0.0.1:$pylonapi" \
-		--metrics-listen "127.0.0.1:$pylonmet" --initial-input-tps 60000 --pylon-queue-mismatch-retry-enabled=false \
+		--metrics-listen "127.0.0.1:$pylonmet" --insecure-no-auth --initial-input-tps 60000 --pylon-queue-mismatch-retry-enabled=false \
 		--log-level warn
 	local i code
 	for i in $(seq 100); do

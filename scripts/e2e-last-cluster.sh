@@ -160,6 +160,7 @@ run_arm() { # algorithm, flag
 	GATEWAY_TOKEN="gw-$RANDOM$RANDOM"
 	API_KEY="sk-e2e-$RANDOM$RANDOM"
 	printf '%s\n' "$GATEWAY_TOKEN" >"$WORK/gateway-token"
+	printf 'reg-%s\n' "$RANDOM$RANDOM" >"$WORK/registration-token"
 	printf '%s e2e\n' "$API_KEY" >"$WORK/api-keys"
 	local group=''
 	[ "$alg" = wait-and-widen ] && group='"cache_affinity_backend_selection_count":1,'
@@ -180,16 +181,17 @@ run_arm() { # algorithm, flag
 			--max-concurrent-requests 2 --ttft-ms 5 --token-delay-ms 20 --log-level warn
 	done
 	start hub "$BIN/hub" --listen "127.0.0.1:$hl" --backend-listen "127.0.0.1:$hb" --metrics-listen "127.0.0.1:$hm" \
-		--lb-config-path "$WORK/lb.json" --gateway-token-file "$WORK/gateway-token" --log-level warn
+		--lb-config-path "$WORK/lb.json" --gateway-token-file "$WORK/gateway-token" \
+		--registration-token-file "$WORK/registration-token" --log-level warn
 	wait_ready "$MOCK_A/health" "mock engine a"
 	wait_ready "$MOCK_B/health" "mock engine b"
 	wait_ready "$HUB/readyz" hub
 	start pylon-a "$BIN/pylon" --stargate-address "127.0.0.1:$hb" --upstream-http-base-url "$MOCK_A" --model-name "$MODEL" \
 		--inference-server-id pylon-a --cluster-id cluster-a --listen "127.0.0.1:$pal" --metrics-listen "127.0.0.1:$pam" \
-		--initial-input-tps 50000 --max-engine-concurrency 2 --min-update-interval-ms 200 --log-level warn
+		--auth-token-file "$WORK/registration-token" --insecure-plaintext --initial-input-tps 50000 --max-engine-concurrency 2 --min-update-interval-ms 200 --log-level warn
 	start pylon-b "$BIN/pylon" --stargate-address "127.0.0.1:$hb" --upstream-http-base-url "$MOCK_B" --model-name "$MODEL" \
 		--inference-server-id pylon-b --cluster-id cluster-b --listen "127.0.0.1:$pbl" --metrics-listen "127.0.0.1:$pbm" \
-		--initial-input-tps 50000 --max-engine-concurrency 2 --min-update-interval-ms 200 --log-level warn
+		--auth-token-file "$WORK/registration-token" --insecure-plaintext --initial-input-tps 50000 --max-engine-concurrency 2 --min-update-interval-ms 200 --log-level warn
 	start gateway env OLRIC_ENABLED=true OLRIC_BIND_ADDR=127.0.0.1 OLRIC_BIND_PORT="$ob" \
 		OLRIC_MEMBERLIST_BIND_ADDR=127.0.0.1 OLRIC_MEMBERLIST_BIND_PORT="$om" STARGATE_LAST_CLUSTER_ENABLED=true \
 		"$BIN/gateway" --listen "127.0.0.1:$gl" --metrics-listen "127.0.0.1:$gm" --hub-url "$HUB" \
@@ -200,7 +202,7 @@ run_arm() { # algorithm, flag
 	# clusters with a weight).
 	local state
 	for _ in $(seq 1 100); do
-		state=$(curl -fsS "$HUB/debug/state" || true)
+		state=$(curl -fsS "http://127.0.0.1:$hm/debug/state" || true)
 		case "$state" in *cluster-a*cluster-b* | *cluster-b*cluster-a*) break ;; esac
 		sleep 0.1
 	done

@@ -69,7 +69,10 @@ type chat struct {
 	// OutputTokens is x-output-tokens; 0 leaves it out.
 	OutputTokens int
 	IncludeUsage bool
-	Header       http.Header
+	// Header is added to the request, each key replacing what send set.
+	Header http.Header
+	// Anonymous leaves out the gateway token every other request bears.
+	Anonymous bool
 	// Timeout bounds the whole exchange; 0 means 30 s.
 	Timeout time.Duration
 }
@@ -103,10 +106,11 @@ func (h *hubProc) send(ctx context.Context, cl *http.Client, c chat) (*http.Resp
 	if c.OutputTokens > 0 {
 		req.Header.Set("x-output-tokens", strconv.Itoa(c.OutputTokens))
 	}
+	if !c.Anonymous {
+		req.Header.Set("Authorization", "Bearer "+h.token)
+	}
 	for k, vs := range c.Header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
+		req.Header[http.CanonicalHeaderKey(k)] = slices.Clone(vs)
 	}
 	return cl.Do(req)
 }
@@ -276,6 +280,7 @@ type debugMember struct {
 
 type debugCluster struct {
 	ClusterID      string        `json:"cluster_id"`
+	StatsSource    string        `json:"stats_source_backend_id"`
 	ActiveBackends int           `json:"active_backends"`
 	RTTNanos       int64         `json:"rtt_ns"`
 	Stats          modelStats    `json:"stats"`
@@ -324,13 +329,17 @@ func (c debugCluster) member(id string) (debugMember, bool) {
 	return debugMember{}, false
 }
 
-// getJSON GETs url and decodes its 200 body into v.
-func getJSON(cl *http.Client, url string, v any) error {
+// getJSON GETs url, with the bearer token when not empty, and decodes
+// its 200 body into v.
+func getJSON(cl *http.Client, url, token string, v any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := cl.Do(req)
 	if err != nil {
@@ -344,10 +353,10 @@ func getJSON(cl *http.Client, url string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// state reads the hub's GET /debug/state.
+// state reads the hub's GET /debug/state, on its admin listener.
 func (h *hubProc) state(cl *http.Client) (debugState, error) {
 	var d debugState
-	err := getJSON(cl, h.url+"/debug/state", &d)
+	err := getJSON(cl, h.adminURL+"/debug/state", "", &d)
 	return d, err
 }
 
@@ -358,7 +367,7 @@ func (h *hubProc) models(cl *http.Client) ([]string, error) {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	if err := getJSON(cl, h.url+"/v1/models", &out); err != nil {
+	if err := getJSON(cl, h.url+"/v1/models", h.token, &out); err != nil {
 		return nil, err
 	}
 	ids := make([]string, 0, len(out.Data))
@@ -546,19 +555,26 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 	return waitEvery(t, 20*time.Millisecond, timeout, what, cond)
 }
 
-// waitEvery is waitFor with a chosen poll interval.
+// waitEvery is waitFor with a chosen poll interval. cond reads what a
+// client or operator can observe (an answer, /debug/state, a scrape);
+// timeout is only the failure deadline.
 func waitEvery(t *testing.T, every, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
 	start := time.Now()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(every)
+	defer poll.Stop()
 	for {
 		ok, why := cond()
 		if ok {
 			return time.Since(start)
 		}
-		if time.Since(start) > timeout {
+		select {
+		case <-deadline.C:
 			t.Fatalf("timed out after %v waiting for %s; last: %s", timeout, what, why)
+		case <-poll.C:
 		}
-		time.Sleep(every)
 	}
 }
 

@@ -27,6 +27,7 @@ func TestE2E(t *testing.T) {
 			run  func(*testing.T)
 		}{
 			{"BadRequests", testBadRequests},
+			{"ModelUnavailable", testModelUnavailable},
 			{"Registration", testRegistration},
 			{"LiveLoad", testLiveLoad},
 			{"StreamMode", testStreamMode},
@@ -45,8 +46,10 @@ func TestE2E(t *testing.T) {
 	})
 }
 
-// testBadRequests: a request without x-input-tokens is a 400 and a model
-// nobody serves is a 404 with x-stargate-error-code: no_eligible_candidates
+// testBadRequests: a request without the gateway token is a 401 (and
+// /v1/models too; the probes are open), /debug/state is not on the API
+// listener, a request without x-input-tokens is a 400 and a model nobody
+// serves is a 404 with x-stargate-error-code: no_eligible_candidates
 // (docs/design/hub-request.md#status-codes).
 func testBadRequests(t *testing.T) {
 	e := newEnv(t)
@@ -71,6 +74,97 @@ func testBadRequests(t *testing.T) {
 	}
 	if got := r.Header.Get("x-stargate-error-code"); got != "no_eligible_candidates" {
 		t.Errorf("unknown model: x-stargate-error-code = %q, want no_eligible_candidates", got)
+	}
+
+	r = h.stream(ctx, e.cl, chat{Content: promptOf(16), OutputTokens: 2, Anonymous: true})
+	if r.Status != http.StatusUnauthorized || !strings.Contains(r.Body, `"type":"authentication_error"`) {
+		t.Errorf("request without the gateway token: want an OpenAI-shaped 401, got %v", r)
+	}
+	r = h.stream(ctx, e.cl, chat{Content: promptOf(16), OutputTokens: 2, Header: http.Header{"Authorization": {"Bearer guess"}}})
+	if r.Status != http.StatusUnauthorized {
+		t.Errorf("request with a wrong token: want 401, got %v", r)
+	}
+	for _, c := range []struct {
+		url  string
+		want int
+	}{
+		{h.url + "/v1/models", http.StatusUnauthorized},
+		{h.url + "/healthz", http.StatusOK},
+		{h.url + "/readyz", http.StatusOK},
+		{h.url + "/debug/state", http.StatusNotFound},
+		{h.adminURL + "/debug/state", http.StatusOK},
+	} {
+		if got, err := e.status(c.url); err != nil || got != c.want {
+			t.Errorf("GET %s without a token: status %d (%v), want %d", c.url, got, err, c.want)
+		}
+	}
+	if got := mustScrape(t, e.cl, h.metricsURL).value("stargate_unauthorized_requests_total"); got != 3 {
+		t.Errorf("stargate_unauthorized_requests_total = %v, want 3", got)
+	}
+}
+
+// testModelUnavailable: while a model's only pylon is away (killed and
+// started again), a request for it waits instead of getting the 404 of an
+// unknown model, and is served by the pylon once it is back; a request
+// whose wait runs out first gets 503 model_temporarily_unavailable with
+// Retry-After; an unknown model is still a 404.
+func testModelUnavailable(t *testing.T) {
+	e := newEnv(t)
+	m := e.mock("--ttft-ms", "1", "--token-delay-ms", "1")
+	h := e.hub()
+	p := e.pylon(h, m, "pylon-a")
+	e.waitRegistered(h, p)
+	ctx := t.Context()
+	if r := h.stream(ctx, e.cl, chat{Content: promptOf(16), OutputTokens: 2}); !r.ok(2) {
+		t.Fatalf("before the restart: %v", r)
+	}
+	gone := func() {
+		t.Helper()
+		waitFor(t, 5*time.Second, "the hub to drop pylon-a", func() (bool, string) {
+			ids, err := h.models(e.cl)
+			if err != nil {
+				return false, err.Error()
+			}
+			return !slices.Contains(ids, model), fmt.Sprintf("models=%v", ids)
+		})
+	}
+
+	p.kill()
+	gone()
+	waiting := make(chan streamResult, 1)
+	go func() { waiting <- h.stream(ctx, e.cl, chat{Content: promptOf(16), OutputTokens: 2}) }()
+	if r := h.stream(ctx, e.cl, chat{Model: "no-such-model", Content: promptOf(16), OutputTokens: 2}); r.Status != http.StatusNotFound {
+		t.Errorf("unknown model while pylon-a is away: want 404, got %v", r)
+	}
+	waitFor(t, 10*time.Second, "the request to wait at the hub", func() (bool, string) {
+		hm, err := scrape(e.cl, h.metricsURL)
+		if err != nil {
+			return false, err.Error()
+		}
+		n := hm.value("stargate_model_unavailable_waiting", "model", model)
+		return n == 1, fmt.Sprintf("waiting=%v", n)
+	})
+	restarted := time.Now()
+	back := e.pylon(h, m, "pylon-a")
+	r := <-waiting
+	if !r.ok(2) || r.Header.Get("x-inference-server-id") != "pylon-a" {
+		t.Fatalf("the request that waited for pylon-a: %v, want a complete stream from pylon-a", r)
+	}
+	t.Logf("the request waited %v in all; served %v after the pylon was started again", r.End.Sub(r.Start), r.End.Sub(restarted))
+
+	hm := mustScrape(t, e.cl, h.metricsURL)
+	if got := hm.value("stargate_model_unavailable_waits_total", "model", model, "outcome", "appeared"); got != 1 {
+		t.Errorf("stargate_model_unavailable_waits_total{outcome=appeared} = %v, want 1", got)
+	}
+
+	// Away again, and the request's own wait (1 s) runs out first.
+	back.kill()
+	gone()
+	r = h.stream(ctx, e.cl, chat{Content: promptOf(16), OutputTokens: 2, Header: http.Header{"x-max-wait-ms": {"1000"}}})
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" ||
+		r.Header.Get("x-stargate-error-code") != "model_temporarily_unavailable" {
+		t.Errorf("a known model without a backend past the wait: want 503 model_temporarily_unavailable with Retry-After, got %v (Retry-After %q)",
+			r, r.Header.Get("Retry-After"))
 	}
 }
 
@@ -364,6 +458,13 @@ func testQueueMismatch(t *testing.T) {
 	served := map[string]int{}
 	sent := 0
 	for ; sent < 80; sent++ {
+		// Send when the cluster's latest-wins figures, the priority map
+		// among them, come from pylon-b's heartbeat: an attempt on A then
+		// carries B's empty-queue estimate and A must refuse it.
+		waitFor(t, 5*time.Second, "the cluster's statistics to come from pylon-b", func() (bool, string) {
+			c, why := h.clusterView(e.cl, "shared")
+			return why == "" && c.StatsSource == "pylon-b", why + " source=" + c.StatsSource
+		})
 		r := h.stream(ctx, e.cl, chat{Content: promptOf(8), OutputTokens: 2})
 		if !r.ok(2) {
 			t.Fatalf("request %d: the client must only see complete 200s, got %v", sent, r)
@@ -372,7 +473,6 @@ func testQueueMismatch(t *testing.T) {
 		if sent >= 20 && retries() > 0 {
 			break
 		}
-		time.Sleep(30 * time.Millisecond) // let heartbeats of both pylons interleave
 	}
 	hm := mustScrape(t, e.cl, h.metricsURL)
 	am := mustScrape(t, e.cl, pa.metricsURL)
@@ -525,11 +625,13 @@ func testStaleness(t *testing.T) {
 
 // testHubRestart: a hub stopped with SIGTERM and started again on the same
 // ports gets the pylon back (its reconnect backoff starts at 1 s), and a
-// request succeeds within 2 s of the new hub being ready.
+// request succeeds within 2 s of the new hub being ready. The hubs keep
+// their startup grace, so a request that arrives before the pylon is back
+// waits for it instead of getting a 404.
 func testHubRestart(t *testing.T) {
 	e := newEnv(t)
 	m := e.mock("--ttft-ms", "5", "--token-delay-ms", "5")
-	h := e.hub()
+	h := e.hub("--proxy-startup-grace-ms", "15000")
 	p := e.pylon(h, m, "pylon-a")
 	e.waitRegistered(h, p)
 	if r := h.stream(t.Context(), e.cl, chat{Content: promptOf(32), OutputTokens: 2}); !r.ok(2) {
@@ -641,7 +743,27 @@ func testPylonKilled(t *testing.T) {
 	})
 	pa.kill()
 	killedAt := time.Now()
-	time.Sleep(1500 * time.Millisecond) // new requests keep arriving while the hub notices
+	// New requests keep arriving while the hub notices: the load runs on
+	// until pylon-a is gone from the hub's state and every worker has
+	// finished a request it started after the kill.
+	waitFor(t, 15*time.Second, "the hub to drop pylon-a and the workers to go on", func() (bool, string) {
+		st, err := h.state(e.cl)
+		if err != nil {
+			return false, err.Error()
+		}
+		if _, ok := st.cluster(model, "pylon-a"); ok {
+			return false, "pylon-a still in /debug/state"
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		after := 0
+		for _, r := range results {
+			if r.Start.After(killedAt) {
+				after++
+			}
+		}
+		return after >= workers, fmt.Sprintf("%d requests started after the kill have ended", after)
+	})
 	close(stop)
 	wg.Wait()
 

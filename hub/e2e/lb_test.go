@@ -24,7 +24,7 @@ func writeFile(t *testing.T, name, content string) string {
 func testLBConfigRejected(t *testing.T) {
 	path := writeFile(t, "lb.json", `{"models":{"`+model+`":{"algorithm":"power-of-n","last_cluster_affinity":true}}}`)
 	ports := freePorts(t, 3)
-	p, err := launch("hub", bin.hub, hubArgs(ports, []string{"--lb-config-path", path}))
+	p, err := launch("hub", bin.hub, newEnv(t).hubArgs(ports, []string{"--lb-config-path", path}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,21 +45,20 @@ func testLBConfigRejected(t *testing.T) {
 // last_cluster_affinity over two clusters: a session without a hint goes to
 // its key's rank-1 cluster; the same key hinted with the other cluster is
 // served there (returning, promoted); the session metric counts both; a
-// hint from a caller without the gateway token is ignored; and a routing
-// expression cannot turn the feature on.
+// hint from a caller without the gateway token (let in by
+// --allow-anonymous-clients) is ignored; and a routing expression cannot
+// turn the feature on.
 func testLastClusterAffinity(t *testing.T) {
 	e := newEnv(t)
 	lbPath := writeFile(t, "lb.json", `{"models":{"`+model+`":{"algorithm":"pulsar-wait-and-widen",
 		"cache_affinity_wait_ms":200,"last_cluster_affinity":true}}}`)
-	tokenPath := writeFile(t, "gateway-token", "gw-secret\n")
-	h := e.hub("--lb-config-path", lbPath, "--gateway-token-file", tokenPath)
+	h := e.hub("--lb-config-path", lbPath, "--allow-anonymous-clients")
 	a := e.pylon(h, e.mock("--ttft-ms", "1", "--token-delay-ms", "1"), "pylon-a", "--initial-input-tps", "50000")
 	b := e.pylon(h, e.mock("--ttft-ms", "1", "--token-delay-ms", "1"), "pylon-b", "--initial-input-tps", "50000")
 	e.waitRegistered(h, a, b)
 	ctx := t.Context()
 	gateway := func(hint string) http.Header {
 		hdr := http.Header{}
-		hdr.Set("Authorization", "Bearer gw-secret")
 		hdr.Set("x-cache-affinity-key", "mt:v1:session:e2e")
 		if hint != "" {
 			hdr.Set("x-stargate-last-cluster-id", hint)
@@ -87,9 +86,7 @@ func testLastClusterAffinity(t *testing.T) {
 	}
 	// Without the gateway token the hint and the key are dropped: the
 	// request is unclassified and routes like any keyless request.
-	untrusted := gateway(other)
-	untrusted.Del("Authorization")
-	if r := h.stream(ctx, e.cl, chat{Content: promptOf(32), OutputTokens: 2, Header: untrusted}); !r.ok(2) {
+	if r := h.stream(ctx, e.cl, chat{Content: promptOf(32), OutputTokens: 2, Header: gateway(other), Anonymous: true}); !r.ok(2) {
 		t.Fatalf("untrusted request: %v", r)
 	}
 

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,10 +120,15 @@ func (p *proc) tail() string {
 	return s
 }
 
-// env is one scenario's processes and HTTP client.
+// env is one scenario's processes, HTTP client and secrets.
 type env struct {
 	t  *testing.T
 	cl *http.Client
+	// gatewayToken is what requests present to every hub of the scenario
+	// (the gateway's token); gatewayTokenFile and registrationTokenFile
+	// hold the hubs' and pylons' tokens, since a hub refuses to start
+	// without them.
+	gatewayToken, gatewayTokenFile, registrationTokenFile string
 }
 
 // newEnv returns an env whose client's connections are closed when the
@@ -129,7 +136,15 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	tr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &env{t: t, cl: &http.Client{Transport: tr}}
+	dir := t.TempDir()
+	e := &env{t: t, cl: &http.Client{Transport: tr}, gatewayToken: "e2e-gateway-token",
+		gatewayTokenFile: filepath.Join(dir, "gateway-token"), registrationTokenFile: filepath.Join(dir, "registration-token")}
+	for path, token := range map[string]string{e.gatewayTokenFile: e.gatewayToken, e.registrationTokenFile: "e2e-registration-token"} {
+		if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
 }
 
 func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
@@ -159,21 +174,25 @@ func freePorts(t *testing.T, n int) []int {
 // errExited means a child ended before it was ready.
 var errExited = errors.New("process exited before it was ready")
 
-// waitReady polls url until it answers 200, the process exits or timeout
-// passes.
+// waitReady polls url, the child's readiness probe, every 20 ms until it
+// answers 200, and stops at once when the process exits; timeout is only
+// the failure deadline.
 func (e *env) waitReady(p *proc, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
 	for {
-		if p.exited() {
-			return errExited
-		}
 		if code, err := e.status(url); err == nil && code == http.StatusOK {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-p.done:
+			return errExited
+		case <-deadline.C:
 			return fmt.Errorf("%s not ready within %v", url, timeout)
+		case <-poll.C:
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -263,31 +282,44 @@ type hubProc struct {
 	flags      []string
 	url        string
 	backend    string
+	adminURL   string // the metrics listener: /metrics and /debug/state
 	metricsURL string
+	token      string // the gateway token requests present
 	readyAt    time.Time
 }
 
-func hubArgs(ports []int, flags []string) []string {
+// hubArgs are a hub's flags: its ports, the scenario's tokens (a hub
+// refuses to start without them), no startup grace (so an unknown model
+// is a 404 from the start; a scenario that restarts a hub turns it back
+// on), then flags, which win over any of these.
+func (e *env) hubArgs(ports []int, flags []string) []string {
 	return append([]string{
 		"--listen", addr(ports[0]), "--backend-listen", addr(ports[1]), "--metrics-listen", addr(ports[2]),
-		"--hub-id", "e2e", "--drain-timeout", "2s",
+		"--hub-id", "e2e", "--drain-timeout", "2s", "--gateway-token-file", e.gatewayTokenFile,
+		"--registration-token-file", e.registrationTokenFile, "--proxy-startup-grace-ms", "0",
 	}, flags...)
+}
+
+// newHubProc describes a hub started on ports.
+func (e *env) newHubProc(p *proc, ports []int, flags []string, ready time.Time) *hubProc {
+	admin := "http://" + addr(ports[2])
+	return &hubProc{proc: p, ports: ports, flags: flags, url: "http://" + addr(ports[0]), backend: addr(ports[1]),
+		adminURL: admin, metricsURL: admin + "/metrics", token: e.gatewayToken, readyAt: ready}
 }
 
 // hub starts a hub with extra flags.
 func (e *env) hub(flags ...string) *hubProc {
 	e.t.Helper()
-	p, ports := e.start("hub", bin.hub, 3, func(ports []int) []string { return hubArgs(ports, flags) },
+	p, ports := e.start("hub", bin.hub, 3, func(ports []int) []string { return e.hubArgs(ports, flags) },
 		func(ports []int) string { return "http://" + addr(ports[0]) + "/readyz" })
-	return &hubProc{proc: p, ports: ports, flags: flags, url: "http://" + addr(ports[0]),
-		backend: addr(ports[1]), metricsURL: "http://" + addr(ports[2]) + "/metrics", readyAt: time.Now()}
+	return e.newHubProc(p, ports, flags, time.Now())
 }
 
 // hubAt starts a hub on the ports of an earlier one, for a restart.
 func (e *env) hubAt(old *hubProc) *hubProc {
 	e.t.Helper()
 	ports := old.ports
-	p, ready, err := e.startAt("hub (restarted)", bin.hub, hubArgs(ports, old.flags), "http://"+addr(ports[0])+"/readyz")
+	p, ready, err := e.startAt("hub (restarted)", bin.hub, e.hubArgs(ports, old.flags), "http://"+addr(ports[0])+"/readyz")
 	if err != nil {
 		out := ""
 		if p != nil {
@@ -295,8 +327,7 @@ func (e *env) hubAt(old *hubProc) *hubProc {
 		}
 		e.t.Fatalf("restarting the hub on %v: %v\n%s", ports, err, out)
 	}
-	return &hubProc{proc: p, ports: ports, flags: old.flags, url: old.url, backend: old.backend,
-		metricsURL: old.metricsURL, readyAt: ready}
+	return e.newHubProc(p, ports, old.flags, ready)
 }
 
 // pylonProc is a running bin/pylon.
@@ -321,6 +352,9 @@ func (e *env) pylon(h *hubProc, m *mockEngine, id string, flags ...string) *pylo
 			"--inference-server-id", id, "--listen", addr(ports[0]), "--metrics-listen", addr(ports[1]),
 			"--min-update-interval-ms", strconv.Itoa(int(heartbeat / time.Millisecond)),
 			"--upstream-health-wait-ms", "10000", "--drain-timeout", "2s",
+			// The scenario's token, and loopback tunnels may carry it in
+			// plaintext; a scenario's own flags (TLS, another token) win.
+			"--auth-token-file", e.registrationTokenFile, "--insecure-plaintext",
 		}, flags...)
 	}, func(ports []int) string { return "http://" + addr(ports[0]) + "/readyz" })
 	return &pylonProc{proc: p, id: id, cluster: cluster, metricsURL: "http://" + addr(ports[1]) + "/metrics"}

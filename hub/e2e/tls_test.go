@@ -66,7 +66,9 @@ func testTLSAndToken(t *testing.T) {
 	h := e.hub("--tls-cert-path", cert, "--tls-key-path", key, "--registration-token-file", token)
 	good := e.pylon(h, e.mock(), "pylon-tls", "--tls-cert-path", cert, "--auth-token-file", token)
 	e.pylon(h, e.mock(), "pylon-wrong-token", "--tls-cert-path", cert, "--auth-token-file", wrong)
-	e.pylon(h, e.mock(), "pylon-plaintext", "--auth-token-file", token)
+	// A plaintext pylon that was told the path is trusted still cannot
+	// register with a TLS hub: the handshake fails before any token is read.
+	e.pylon(h, e.mock(), "pylon-plaintext", "--auth-token-file", token, "--insecure-plaintext")
 	e.waitRegistered(h, good)
 
 	resp, err := h.send(t.Context(), e.cl, chat{Content: promptOf(64), OutputTokens: 2})

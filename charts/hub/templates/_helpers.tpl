@@ -91,6 +91,15 @@ the replica.
   (dict "name" "HUB_TLS_KEY_PATH" "value" "/etc/stargate/tls/tls.key")
 ) }}
 {{- end }}
+{{- if .Values.apiTls.enabled }}
+{{- $env = concat $env (list
+  (dict "name" "HUB_API_TLS_CERT_PATH" "value" "/etc/stargate/api-tls/tls.crt")
+  (dict "name" "HUB_API_TLS_KEY_PATH" "value" "/etc/stargate/api-tls/tls.key")
+) }}
+{{- end }}
+{{- if .Values.adminToken.enabled }}
+{{- $env = append $env (dict "name" "HUB_ADMIN_TOKEN_FILE" "value" "/etc/stargate/admin-token/token") }}
+{{- end }}
 {{- with include "hub.goMemLimit" . }}
 {{- $env = append $env (dict "name" "GOMEMLIMIT" "value" .) }}
 {{- end }}

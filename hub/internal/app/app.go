@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stargate-router/stargate/hub/internal/breaker"
 	"github.com/stargate-router/stargate/hub/internal/lbconfig"
 	"github.com/stargate-router/stargate/hub/internal/lbfactory"
 	"github.com/stargate-router/stargate/hub/internal/proxy"
@@ -31,6 +33,7 @@ type App struct {
 	store   *state.Store
 	tunnels *tunnel.Server
 	proxy   *proxy.Proxy
+	reg     *registrar
 	ready   serve.Readiness
 	api     serve.Server
 	metrics serve.Server
@@ -46,7 +49,12 @@ func New(cfg Config, log *slog.Logger, version string) (*App, error) {
 	m := proxy.NewMetrics(reg, cfg.MetricsPrefix)
 	clk := clock.Real{}
 	a := &App{cfg: cfg, log: log}
-	resolver, err := newResolver(cfg, log, clk, reg)
+	lbCfg, err := loadLBConfig(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	resolver, err := lbconfig.NewResolver(lbCfg, lbfactory.New, lbconfig.Options{Clock: clk, Registerer: reg,
+		MetricsPrefix: cfg.MetricsPrefix, Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -68,11 +76,19 @@ func New(cfg Config, log *slog.Logger, version string) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.tunnels, err = newTunnels(cfg, log, clk, backendLn, a.store); err != nil {
+	a.reg = &registrar{store: a.store}
+	if a.tunnels, err = newTunnels(cfg, log, clk, backendLn, a.reg); err != nil {
 		_ = backendLn.Close()
 		return nil, err
 	}
-	a.proxy = proxy.New(proxyConfig(cfg, log, clk, m, gatewayToken), a.store, a.tunnels, resolver)
+	pcfg := proxyConfig(cfg, log, clk, m, gatewayToken)
+	pcfg.ConfiguredModel = lbCfg.HasModel
+	if a.reg.breakers, a.reg.breakerState, err = newBreakers(cfg, log, clk, reg); err != nil {
+		_ = backendLn.Close()
+		return nil, err
+	}
+	pcfg.Breakers = a.reg.breakers
+	a.proxy = proxy.New(pcfg, a.store, a.tunnels, resolver)
 	if err := a.listen(reg, backendLn); err != nil {
 		_ = backendLn.Close()
 		return nil, err
@@ -80,35 +96,41 @@ func New(cfg Config, log *slog.Logger, version string) (*App, error) {
 	return a, nil
 }
 
-// newResolver loads --lb-config-path (every algorithm at its defaults when
-// unset) and builds the resolver that gives each request its route.
-func newResolver(cfg Config, log *slog.Logger, clk clock.Clock, reg prometheus.Registerer) (*lbconfig.Resolver, error) {
-	lbCfg := lbconfig.Permissive()
-	if cfg.LBConfigPath != "" {
-		var err error
-		if lbCfg, err = lbconfig.Load(cfg.LBConfigPath); err != nil {
-			return nil, err
-		}
-		sum := lbCfg.Summary()
-		log.Info("load balancer config loaded", "path", cfg.LBConfigPath, "default_lb", sum.DefaultLB, "model_overrides", sum.ModelOverrides)
+// loadLBConfig loads --lb-config-path, or every algorithm at its defaults
+// when it is unset.
+func loadLBConfig(cfg Config, log *slog.Logger) (*lbconfig.Config, error) {
+	if cfg.LBConfigPath == "" {
+		return lbconfig.Permissive(), nil
 	}
-	return lbconfig.NewResolver(lbCfg, lbfactory.New, lbconfig.Options{Clock: clk, Registerer: reg,
-		MetricsPrefix: cfg.MetricsPrefix, Log: log})
+	lbCfg, err := lbconfig.Load(cfg.LBConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	sum := lbCfg.Summary()
+	log.Info("load balancer config loaded", "path", cfg.LBConfigPath, "default_lb", sum.DefaultLB, "model_overrides", sum.ModelOverrides)
+	return lbCfg, nil
 }
 
-// readGatewayToken reads --gateway-token-file; without it every caller may
-// steer routing, which the hub warns about.
+// readGatewayToken reads --gateway-token-file once, at startup. Without it
+// (--insecure-no-client-auth) every caller is served and may steer
+// routing; with --allow-anonymous-clients callers without it are served
+// too. The hub warns about both.
 func readGatewayToken(cfg Config, log *slog.Logger) (string, error) {
 	if cfg.GatewayTokenFile == "" {
-		log.Warn("no --gateway-token-file: every caller's routing headers (x-routing-key, x-cache-affinity-key, x-stargate-*) are trusted; keep --listen reachable only by the gateway")
+		log.Warn("--insecure-no-client-auth: every caller that reaches --listen is served and may steer routing " +
+			"(x-routing-key, x-cache-affinity-key, x-stargate-*), bypassing the gateway's API keys and rate limits")
 		return "", nil
+	}
+	if cfg.AllowAnonymousClients {
+		log.Warn("--allow-anonymous-clients: callers without the gateway token are served (their routing headers removed), " +
+			"bypassing the gateway's API keys and rate limits")
 	}
 	return cli.ReadSecretFile(cfg.GatewayTokenFile)
 }
 
 // newTunnels builds the tunnel server pylons dial, feeding their
 // registrations into store.
-func newTunnels(cfg Config, log *slog.Logger, clk clock.Clock, ln net.Listener, store *state.Store) (*tunnel.Server, error) {
+func newTunnels(cfg Config, log *slog.Logger, clk clock.Clock, ln net.Listener, reg *registrar) (*tunnel.Server, error) {
 	tcfg := tunnel.Config{
 		Listener: ln, HubID: cfg.HubID, Clock: clk, Log: log,
 		HealthInterval: cfg.HealthInterval,
@@ -129,15 +151,18 @@ func newTunnels(cfg Config, log *slog.Logger, clk clock.Clock, ln net.Listener, 
 	case cfg.RegistrationToken != "":
 		tcfg.Token = cfg.RegistrationToken
 	default:
-		log.Warn("no registration token configured: any process that can reach --backend-listen can register as a pylon")
+		log.Warn("--insecure-no-registration-auth: any process that can reach --backend-listen can register as a pylon, for any cluster id, and receive prompts")
 	}
-	return tunnel.New(tcfg, registrar{store}), nil
+	return tunnel.New(tcfg, reg), nil
 }
 
 // proxyConfig is the proxy's configuration from the flags.
 func proxyConfig(cfg Config, log *slog.Logger, clk clock.Clock, m *proxy.Metrics, gatewayToken string) proxy.Config {
 	pcfg := proxy.Defaults()
 	pcfg.GatewayToken = gatewayToken
+	pcfg.AllowAnonymous = cfg.AllowAnonymousClients
+	pcfg.ModelUnavailableWait = cfg.ModelUnavailableWait
+	pcfg.StartupGrace = cfg.StartupGrace
 	pcfg.MaxReplayBodyBytes = cfg.MaxReplayBodyBytes
 	pcfg.RetryBudgetHeader = cfg.RetryBudgetHeader
 	pcfg.MaxRequestRetries = cfg.MaxRequestRetries
@@ -148,9 +173,9 @@ func proxyConfig(cfg Config, log *slog.Logger, clk clock.Clock, m *proxy.Metrics
 	return pcfg
 }
 
-// listen opens the API and metrics listeners and builds the three servers.
+// listen opens the API and admin listeners and builds the three servers.
 func (a *App) listen(reg *prometheus.Registry, backendLn net.Listener) error {
-	apiLn, err := serve.Listen("listen", a.cfg.Listen)
+	apiLn, err := a.listenAPI()
 	if err != nil {
 		return err
 	}
@@ -159,16 +184,71 @@ func (a *App) listen(reg *prometheus.Registry, backendLn net.Listener) error {
 		_ = apiLn.Close()
 		return err
 	}
-	mux := http.NewServeMux()
-	serve.Probes(mux, &a.ready)
-	mux.HandleFunc("GET /v1/models", a.serveModels)
-	mux.HandleFunc("GET /debug/state", a.serveDebug)
-	mux.Handle("/v1/", a.proxy.Handler())
-	mux.HandleFunc("/", serve.NotFound)
-	a.api = serve.Server{Name: "api", Listener: apiLn, Handler: mux}
-	a.metrics = serve.Server{Name: "metrics", Listener: metricsLn, Handler: obs.MetricsMux(reg, a.cfg.Pprof)}
+	if a.cfg.AdminTokenFile == "" && !isLoopback(a.cfg.MetricsListen) {
+		a.log.Warn("no --admin-token-file: /debug/state (engine URLs, pylon addresses) and /metrics are open to anyone who reaches --metrics-listen",
+			"addr", a.cfg.MetricsListen)
+	}
+	a.api = serve.Server{Name: "api", Listener: apiLn, Handler: a.apiMux(), Limits: a.cfg.Limits}
+	a.metrics = serve.Server{Name: "metrics", Listener: metricsLn, Handler: a.adminMux(reg), Limits: a.cfg.Limits}
 	a.backend = serve.Server{Name: "backend", Listener: backendLn}
 	return nil
+}
+
+// listenAPI binds --listen, speaking TLS when --api-tls-cert-path is set.
+// The TLS layer is wrapped around the listener here, so the server that
+// serves it is the same plain one every listener uses; ALPN offers h2
+// first, which net/http's server takes up on a *tls.Conn.
+func (a *App) listenAPI() (net.Listener, error) {
+	ln, err := serve.Listen("listen", a.cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	if a.cfg.APITLSCertPath == "" {
+		if a.cfg.GatewayTokenFile != "" && !isLoopback(a.cfg.Listen) {
+			a.log.Warn("--listen is plaintext (no --api-tls-cert-path): the gateway token and every prompt cross the network in clear",
+				"addr", a.cfg.Listen)
+		}
+		return ln, nil
+	}
+	tln, err := tlsfiles.Listener(ln, a.cfg.APITLSCertPath, a.cfg.APITLSKeyPath)
+	if err != nil {
+		return nil, fmt.Errorf("--api-tls-cert-path/--api-tls-key-path: %w", err)
+	}
+	return tln, nil
+}
+
+// apiMux is --listen: the probes (never authenticated, for load balancers
+// and kubelets), GET /v1/models and the inference routes, both behind the
+// gateway token.
+func (a *App) apiMux() http.Handler {
+	mux := http.NewServeMux()
+	serve.Probes(mux, &a.ready)
+	mux.Handle("GET /v1/models", a.proxy.Authenticate(http.HandlerFunc(a.serveModels)))
+	mux.Handle("/v1/", a.proxy.Handler())
+	mux.HandleFunc("/", serve.NotFound)
+	return mux
+}
+
+// adminMux is --metrics-listen: /metrics, and under /debug/ the routing
+// state and, with --pprof, the profiler. With --admin-token-file /debug/
+// needs the admin token, and /metrics too with
+// --metrics-require-admin-token.
+func (a *App) adminMux(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	metrics := obs.MetricsHandler(reg)
+	if a.cfg.MetricsRequireAdminToken {
+		metrics = a.adminOnly(metrics)
+	}
+	mux.Handle("GET /metrics", metrics)
+	debug := http.NewServeMux()
+	debug.HandleFunc("GET /debug/state", a.serveDebug)
+	if a.cfg.Pprof {
+		obs.Pprof(debug)
+	}
+	debug.HandleFunc("/", serve.NotFound)
+	mux.Handle("/debug/", a.adminOnly(debug))
+	mux.HandleFunc("/", serve.NotFound)
+	return mux
 }
 
 // disabledIfZero maps the flags' "0 disables" to the tunnel's negative.
@@ -203,11 +283,23 @@ func (a *App) Run(ctx context.Context) error {
 	return nil
 }
 
-// registrar feeds tunnel sessions into the routing state.
-type registrar struct{ store *state.Store }
+// registrar feeds tunnel sessions into the routing state, and forgets a
+// backend's breaker with its tunnel: a pylon that comes back starts
+// closed, since its reconnection is news the breaker cannot judge.
+type registrar struct {
+	store        *state.Store
+	breakers     *breaker.Set
+	breakerState *prometheus.GaugeVec
+}
 
-func (r registrar) Registered(b tunnel.Backend, reg *protocol.Registration, rtt time.Duration, rttKnown bool) {
+func (r *registrar) Registered(b tunnel.Backend, reg *protocol.Registration, rtt time.Duration, rttKnown bool) {
 	r.store.Apply(state.Backend{ID: b.ID, ClusterID: b.ClusterID, URL: b.URL}, reg, rtt, rttKnown)
 }
 
-func (r registrar) Disconnected(b tunnel.Backend) { r.store.Remove(b.ID) }
+func (r *registrar) Disconnected(b tunnel.Backend) {
+	r.store.Remove(b.ID)
+	r.breakers.Forget(b.ID)
+	if r.breakerState != nil {
+		r.breakerState.DeleteLabelValues(b.ID)
+	}
+}

@@ -1,15 +1,19 @@
 package app
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/stargate-router/stargate/hub/internal/breaker"
+	"github.com/stargate-router/stargate/hub/internal/proxy"
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/headers"
 	"github.com/stargate-router/stargate/pkg/obs"
+	"github.com/stargate-router/stargate/pkg/serve"
 )
 
 // Config is every hub setting. Flag names are upstream Stargate's where it
@@ -21,6 +25,8 @@ type Config struct {
 	RegistrationTokenFile                string
 	MetricsPrefix                        string
 	Drain                                time.Duration
+	// Limits bound slow clients on the API and admin listeners.
+	Limits serve.Limits
 
 	MaxReplayBodyBytes      int64
 	RetryBudgetHeader       string
@@ -38,6 +44,30 @@ type Config struct {
 	TLSCertPath             string
 	TLSKeyPath              string
 	Pprof                   bool
+
+	// ModelUnavailableWait bounds how long a request for a known model
+	// with no backend waits for one to register; StartupGrace is how long
+	// after start every model counts as known.
+	ModelUnavailableWait time.Duration
+	StartupGrace         time.Duration
+	// The per-backend error breaker: on, it opens after BreakerFailures
+	// failures among a backend's last BreakerWindow outcomes and refuses
+	// the backend for BreakerCoolDown (doubling while probes fail).
+	BreakerEnabled  bool
+	BreakerFailures int
+	BreakerWindow   int
+	BreakerCoolDown time.Duration
+
+	// Who may call each listener. Every listener that serves callers
+	// authenticates them unless an insecure flag says otherwise: a
+	// forgotten token must stop the hub, not open it.
+	AllowAnonymousClients      bool
+	InsecureNoClientAuth       bool
+	InsecureNoRegistrationAuth bool
+	APITLSCertPath             string
+	APITLSKeyPath              string
+	AdminTokenFile             string
+	MetricsRequireAdminToken   bool
 }
 
 // DefaultConfig is every setting at its default; the hub id is the host
@@ -46,11 +76,14 @@ func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
 		Listen: "127.0.0.1:8000", BackendListen: "127.0.0.1:50071", MetricsListen: "127.0.0.1:9090",
-		HubID: host, MetricsPrefix: "stargate_", Drain: 30 * time.Second,
+		HubID: host, MetricsPrefix: "stargate_", Drain: 30 * time.Second, Limits: serve.DefaultLimits(),
 		MaxReplayBodyBytes: 64 << 20, RetryBudgetHeader: headers.StargateMaxWaitMs,
 		MaxRequestRetries: 2, MaxConnectRetries: 2, RequirePylonRetrySignal: true,
 		RequestTimeout: 30 * time.Second, IdleTimeoutMin: 60 * time.Second, IdleTimeoutMax: 300 * time.Second,
-		HealthInterval: time.Second,
+		HealthInterval: time.Second, ModelUnavailableWait: proxy.DefaultModelUnavailableWait,
+		StartupGrace:   proxy.DefaultStartupGrace,
+		BreakerEnabled: true, BreakerFailures: breaker.DefaultConfig().Failures, BreakerWindow: breaker.DefaultConfig().Window,
+		BreakerCoolDown: breaker.DefaultConfig().CoolDown,
 	}
 }
 
@@ -58,14 +91,15 @@ func DefaultConfig() Config {
 // variable and default.
 func (c *Config) Register(fs *cli.FlagSet) {
 	d := DefaultConfig()
-	fs.String(&c.Listen, "listen", "HUB_LISTEN", d.Listen, "HTTP listen address for the OpenAI proxy, probes, /v1/models and /debug/state")
+	fs.String(&c.Listen, "listen", "HUB_LISTEN", d.Listen, "listen address for the OpenAI proxy, /v1/models and the probes; only the gateway should reach it")
 	fs.String(&c.BackendListen, "backend-listen", "HUB_BACKEND_LISTEN", d.BackendListen, "listen address pylons dial for their reverse tunnels")
-	fs.String(&c.MetricsListen, "metrics-listen", "HUB_METRICS_LISTEN", d.MetricsListen, "Prometheus /metrics listen address")
+	fs.String(&c.MetricsListen, "metrics-listen", "HUB_METRICS_LISTEN", d.MetricsListen, "admin listen address: /metrics, /debug/state and, with --pprof, /debug/pprof/; keep it off the public network")
 	fs.String(&c.HubID, "hub-id", "HUB_ID", d.HubID, "this replica's identity in handshake acks and logs")
 	fs.String(&c.RegistrationToken, "registration-token", "HUB_REGISTRATION_TOKEN", "", "shared token pylons must present (prefer --registration-token-file)")
 	fs.String(&c.RegistrationTokenFile, "registration-token-file", "HUB_REGISTRATION_TOKEN_FILE", "", "file holding the shared pylon token; re-read on every handshake")
 	fs.String(&c.MetricsPrefix, "metrics-prefix", "HUB_METRICS_PREFIX", d.MetricsPrefix, "prefix of the hub's routing metrics")
 	fs.Duration(&c.Drain, "drain-timeout", "HUB_DRAIN_TIMEOUT", d.Drain, "on SIGTERM, how long in-flight requests and streams may finish")
+	c.Limits.Flags(fs, "HUB")
 	fs.Int64(&c.MaxReplayBodyBytes, "proxy-max-replay-body-bytes", "HUB_PROXY_MAX_REPLAY_BODY_BYTES", d.MaxReplayBodyBytes, "largest request body (kept for retries); larger gets 413")
 	fs.String(&c.RetryBudgetHeader, "proxy-retry-budget-header", "HUB_PROXY_RETRY_BUDGET_HEADER", d.RetryBudgetHeader, "request header carrying the retry budget in ms; empty disables it")
 	fs.Int(&c.MaxRequestRetries, "proxy-max-request-retries", "HUB_PROXY_MAX_REQUEST_RETRIES", d.MaxRequestRetries, "retries after retryable upstream answers")
@@ -78,15 +112,31 @@ func (c *Config) Register(fs *cli.FlagSet) {
 	fs.String(&c.TLSCertPath, "tls-cert-path", "HUB_TLS_CERT_PATH", "", "certificate (PEM) pylons verify on --backend-listen; with --tls-key-path enables TLS; re-read on every handshake")
 	fs.String(&c.TLSKeyPath, "tls-key-path", "HUB_TLS_KEY_PATH", "", "private key (PEM) of --tls-cert-path")
 	fs.Bool(&c.Pprof, "pprof", "HUB_PPROF", false, "serve the Go profiler under /debug/pprof/ on --metrics-listen")
+	fs.String(&c.APITLSCertPath, "api-tls-cert-path", "HUB_API_TLS_CERT_PATH", "", "certificate (PEM) the gateway verifies on --listen; with --api-tls-key-path enables TLS (h2 and HTTP/1.1); re-read on every handshake")
+	fs.String(&c.APITLSKeyPath, "api-tls-key-path", "HUB_API_TLS_KEY_PATH", "", "private key (PEM) of --api-tls-cert-path")
+	fs.String(&c.AdminTokenFile, "admin-token-file", "HUB_ADMIN_TOKEN_FILE", "", "file holding a bearer token /debug/ on --metrics-listen requires (and /metrics with --metrics-require-admin-token); re-read on every request; unset: open")
+	fs.Bool(&c.MetricsRequireAdminToken, "metrics-require-admin-token", "HUB_METRICS_REQUIRE_ADMIN_TOKEN", false, "require --admin-token-file's token on /metrics too (Prometheus: authorization.credentials_file)")
+	fs.Millis(&c.ModelUnavailableWait, "proxy-model-unavailable-wait-ms", "HUB_PROXY_MODEL_UNAVAILABLE_WAIT_MS", d.ModelUnavailableWait, "how long a request for a known model with no backend waits for one (within its x-max-wait-ms and 60 s) before 503 model_temporarily_unavailable")
+	fs.Bool(&c.BreakerEnabled, "proxy-breaker-enabled", "HUB_PROXY_BREAKER_ENABLED", d.BreakerEnabled, "per-backend error breaker: a backend whose answers keep failing (5xx, broken streams, tunnel errors) gets no requests until a probe succeeds")
+	fs.Int(&c.BreakerFailures, "proxy-breaker-failures", "HUB_PROXY_BREAKER_FAILURES", d.BreakerFailures, "failures among a backend's last --proxy-breaker-window outcomes (within 60 s) that open its breaker")
+	fs.Int(&c.BreakerWindow, "proxy-breaker-window", "HUB_PROXY_BREAKER_WINDOW", d.BreakerWindow, "outcomes per backend the breaker remembers")
+	fs.Millis(&c.BreakerCoolDown, "proxy-breaker-cool-down-ms", "HUB_PROXY_BREAKER_COOL_DOWN_MS", d.BreakerCoolDown, "how long an open breaker refuses before it lets one probe through; doubles while probes fail, up to 60 s")
+	fs.Millis(&c.StartupGrace, "proxy-startup-grace-ms", "HUB_PROXY_STARTUP_GRACE_MS", d.StartupGrace, "for this long after start every model counts as known (pylons are still reconnecting): a request for one without a backend waits instead of 404; 0 disables")
 	fs.String(&c.LBConfigPath, "lb-config-path", "HUB_LB_CONFIG_PATH", "", "lb-config.json: algorithms per model, read once at startup; unset allows every algorithm with default settings")
 	fs.String(&c.OTelEndpoint, "otel-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP/HTTP collector base URL for request traces (span proxy_openai_request); empty: no export, trace context still propagates")
 	fs.Float64(&c.OTelSampleRatio, "otel-sample-ratio", "HUB_OTEL_SAMPLE_RATIO", 1, "share of new traces sampled (a sampled caller's trace is always continued)")
-	fs.String(&c.GatewayTokenFile, "gateway-token-file", "HUB_GATEWAY_TOKEN_FILE", "", "file holding the token the gateway sends as Authorization: Bearer; when set, only requests bearing it may steer routing")
+	fs.String(&c.GatewayTokenFile, "gateway-token-file", "HUB_GATEWAY_TOKEN_FILE", "", "file holding the token the gateway sends as Authorization: Bearer (its --hub-token-file); requests without it get 401; required unless --insecure-no-client-auth")
+	fs.Bool(&c.AllowAnonymousClients, "allow-anonymous-clients", "HUB_ALLOW_ANONYMOUS_CLIENTS", false, "with --gateway-token-file, serve requests without the token instead of 401, with their routing headers removed (dev only: they bypass the gateway's keys and limits)")
+	fs.Bool(&c.InsecureNoClientAuth, "insecure-no-client-auth", "HUB_INSECURE_NO_CLIENT_AUTH", false, "start without --gateway-token-file: every caller that reaches --listen is served and may steer routing (dev and tests only)")
+	fs.Bool(&c.InsecureNoRegistrationAuth, "insecure-no-registration-auth", "HUB_INSECURE_NO_REGISTRATION_AUTH", false, "start without a registration token: any process that reaches --backend-listen may register as a pylon and receive prompts (dev and tests only)")
 }
 
 // Validate reports every invalid setting at once.
 func (c *Config) Validate() error {
 	var errs []error
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.RegistrationToken != "" && c.RegistrationTokenFile != "" {
 		errs = append(errs, errors.New("--registration-token and --registration-token-file: set one, not both"))
 	}
@@ -110,10 +160,18 @@ func (c *Config) Validate() error {
 	if c.IdleTimeoutMin < 0 || c.IdleTimeoutMax < 0 {
 		errs = append(errs, errors.New("--registration-update-idle-timeout-ms and --registration-update-max-idle-timeout-ms: must be >= 0 (0 disables)"))
 	}
-	if c.GatewayTokenFile != "" {
-		if _, err := cli.ReadSecretFile(c.GatewayTokenFile); err != nil {
-			errs = append(errs, fmt.Errorf("--gateway-token-file: %w", err))
-		}
+	errs = append(errs, c.validateAuth()...)
+	if c.ModelUnavailableWait < 0 {
+		errs = append(errs, errors.New("--proxy-model-unavailable-wait-ms: must be >= 0"))
+	}
+	if c.BreakerEnabled && (c.BreakerFailures < 1 || c.BreakerWindow < c.BreakerFailures) {
+		errs = append(errs, errors.New("--proxy-breaker-failures and --proxy-breaker-window: need 1 <= failures <= window"))
+	}
+	if c.BreakerEnabled && c.BreakerCoolDown <= 0 {
+		errs = append(errs, errors.New("--proxy-breaker-cool-down-ms: must be > 0"))
+	}
+	if c.StartupGrace < 0 {
+		errs = append(errs, errors.New("--proxy-startup-grace-ms: must be >= 0"))
 	}
 	if err := c.Tracing("").Validate(); err != nil {
 		errs = append(errs, err)
@@ -121,10 +179,54 @@ func (c *Config) Validate() error {
 	if (c.TLSCertPath == "") != (c.TLSKeyPath == "") {
 		errs = append(errs, errors.New("--tls-cert-path and --tls-key-path: set both or neither"))
 	}
+	if (c.APITLSCertPath == "") != (c.APITLSKeyPath == "") {
+		errs = append(errs, errors.New("--api-tls-cert-path and --api-tls-key-path: set both or neither"))
+	} else if c.APITLSCertPath != "" {
+		if _, err := tls.LoadX509KeyPair(c.APITLSCertPath, c.APITLSKeyPath); err != nil {
+			errs = append(errs, fmt.Errorf("--api-tls-cert-path/--api-tls-key-path: %w", err))
+		}
+	}
 	if strings.TrimSpace(c.HubID) == "" {
 		errs = append(errs, errors.New("--hub-id: must not be empty"))
 	}
 	return errors.Join(errs...)
+}
+
+// validateAuth checks who may call each listener: a token for the
+// gateway and one for pylons, unless the matching insecure flag is given,
+// and never both; the admin token file when set.
+func (c *Config) validateAuth() []error {
+	var errs []error
+	switch {
+	case c.GatewayTokenFile != "" && c.InsecureNoClientAuth:
+		errs = append(errs, errors.New("--gateway-token-file and --insecure-no-client-auth: set one, not both"))
+	case c.GatewayTokenFile == "" && !c.InsecureNoClientAuth:
+		errs = append(errs, errors.New("--gateway-token-file: required (the token the gateway sends, its --hub-token-file); "+
+			"pass --insecure-no-client-auth to serve every caller that reaches --listen instead"))
+	case c.GatewayTokenFile != "":
+		if _, err := cli.ReadSecretFile(c.GatewayTokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("--gateway-token-file: %w", err))
+		}
+	}
+	if c.AllowAnonymousClients && c.GatewayTokenFile == "" {
+		errs = append(errs, errors.New("--allow-anonymous-clients: needs --gateway-token-file (it tells anonymous callers from the gateway)"))
+	}
+	hasRegistrationToken := c.RegistrationToken != "" || c.RegistrationTokenFile != ""
+	switch {
+	case hasRegistrationToken && c.InsecureNoRegistrationAuth:
+		errs = append(errs, errors.New("--registration-token(-file) and --insecure-no-registration-auth: set one, not both"))
+	case !hasRegistrationToken && !c.InsecureNoRegistrationAuth:
+		errs = append(errs, errors.New("--registration-token-file (or --registration-token): required, the token pylons present; "+
+			"pass --insecure-no-registration-auth to accept any pylon that reaches --backend-listen instead"))
+	}
+	if c.AdminTokenFile != "" {
+		if _, err := cli.ReadSecretFile(c.AdminTokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("--admin-token-file: %w", err))
+		}
+	} else if c.MetricsRequireAdminToken {
+		errs = append(errs, errors.New("--metrics-require-admin-token: needs --admin-token-file"))
+	}
+	return errs
 }
 
 // Tracing is the trace export configuration of the flags.

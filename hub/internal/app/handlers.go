@@ -49,18 +49,34 @@ func (a *App) serveModels(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, out)
 }
 
-// serveDebug answers GET /debug/state: configuration, tunnels and the
-// routing state with reservations.
+// serveDebug answers GET /debug/state on the admin listener:
+// configuration, tunnels and the routing state with reservations. It names
+// engine URLs and pylon addresses, which is why it is not on --listen.
 func (a *App) serveDebug(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, map[string]any{
 		"config": map[string]any{
 			"hub_id": a.cfg.HubID, "listen": a.cfg.Listen, "backend_listen": a.cfg.BackendListen,
 			"metrics_listen": a.cfg.MetricsListen, "tunnel_protocol": "http2-reverse", "default_lb": "power-of-n",
+			"client_auth": a.clientAuthMode(), "registration_auth": !a.cfg.InsecureNoRegistrationAuth,
+			"api_tls": a.cfg.APITLSCertPath != "", "backend_tls": a.cfg.TLSCertPath != "",
 		},
 		"sessions":         a.tunnels.Sessions(),
 		"routing":          a.store.Debug(),
 		"active_model_ids": a.store.ActiveModels(""),
+		// Backends whose error breaker has seen outcomes; absent ones are closed.
+		"breakers": a.reg.breakers.Snapshot(),
 	})
+}
+
+// clientAuthMode names who --listen serves, for /debug/state.
+func (a *App) clientAuthMode() string {
+	switch {
+	case a.cfg.GatewayTokenFile == "":
+		return "none"
+	case a.cfg.AllowAnonymousClients:
+		return "gateway-token-or-anonymous"
+	}
+	return "gateway-token"
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -72,6 +72,15 @@ func (c *Config) Summary() Summary {
 	return Summary{DefaultLB: c.def.configured.alg.String(), ModelOverrides: len(c.models)}
 }
 
+// HasModel reports whether the file has a models entry for model. The hub
+// treats such a model as one it serves even while no pylon has registered
+// it, so a request for it waits for a backend instead of getting the 404
+// of an unknown model.
+func (c *Config) HasModel(model string) bool {
+	_, ok := c.models[model]
+	return ok
+}
+
 // Definitions returns every definition of the config: the factory must
 // accept each of them at startup, so a bad definition fails the hub's start
 // rather than the first request that selects it.

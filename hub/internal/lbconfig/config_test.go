@@ -1,9 +1,12 @@
 package lbconfig
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -331,25 +334,147 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// FuzzParse checks that no document makes Parse panic, and that whatever it
-// accepts resolves without a nil definition.
+// FuzzParse feeds arbitrary documents to Parse. Every accepted config must
+// satisfy the documented ranges (checkEffective) and survive a round trip:
+// formatted back into lb-config.json (formatConfig) and parsed again, it
+// resolves every model and override to the same algorithm, settings and
+// effective values, so nothing the file says is lost or changed between
+// parsing and use.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `{"default":"pulsar"}`, `{"models":{"m":{"algorithm":"wait-and-widen","n":0}}}`,
 		`{"request_algorithms":{"pulsar":{"algorithm":"pulsar","request_algorithms":{"x":"random"}}}}`,
 		`{"models":{"m":{"algorithm":"power-of-n","comparator":null}}}`, `[`, `null`, `{"models":{"m":7}}`,
+		`{"default":"round_robin","request_algorithms":{"powerOf2":{"algorithm":"power-of-n","sample_count":64,"max_input_work_seconds":-0}}}`,
+		`{"models":{"m":{"algorithm":"pulsar-wait-and-widen","seed":"a\u00e9<>","cache_affinity_wait_ms":9223372036854,` +
+			`"next_bucket_unlock_factor":1e300,"cache_affinity_input_tokens_scale":0.0625,"rendezvous_weight":"last-mean-input-tps",` +
+			`"max_queue_time_floor_ms":5,"max_queue_time_ceil_ms":1,"request_algorithms":{"wait-and-widen":{"algorithm":"wait-and-widen",` +
+			`"cache_affinity_virtual_nodes":0,"last_cluster_affinity":true,"comparator":"utilization"}}}}}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("Parse(%q): untyped error %v", data, err)
+			}
 			return
 		}
-		for _, a := range append([]Algorithm{0}, algorithms[:]...) {
-			if d, ok := c.Resolve("m", a); ok && d == nil {
-				t.Fatal("nil definition")
+		for _, d := range c.Definitions() {
+			checkEffective(t, string(data), d)
+		}
+		formatted := formatConfig(t, c)
+		again, err := Parse(formatted)
+		if err != nil {
+			t.Fatalf("Parse(%q) accepted, its formatted form %s refused: %v", data, formatted, err)
+		}
+		models := []string{"no-such-model"}
+		for m := range c.models {
+			models = append(models, m)
+		}
+		for _, m := range models {
+			for _, a := range append([]Algorithm{0}, algorithms[:]...) {
+				d1, ok1 := c.Resolve(m, a)
+				d2, ok2 := again.Resolve(m, a)
+				if ok1 != ok2 || (ok1 && !sameDefinition(d1, d2)) {
+					t.Fatalf("Parse(%q) and its round trip %s resolve model %q override %v differently: %v %v / %v %v",
+						data, formatted, m, a, d1, ok1, d2, ok2)
+				}
 			}
 		}
 	})
+}
+
+// checkEffective fails t when d's effective values leave the ranges
+// docs/load-balancing.md#fields-of-a-detailed-object documents, or carry a
+// feature d's algorithm does not have.
+func checkEffective(t *testing.T, input string, d *Definition) {
+	t.Helper()
+	e, alg := d.Effective(), d.Algorithm()
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	for _, bad := range []struct {
+		broken bool
+		what   string
+	}{
+		{alg < PowerOfN || alg > PulsarWaitAndWiden, "algorithm"},
+		{e.SampleCount < 1 || e.SampleCount > MaxSampleCount, "sample_count"},
+		{e.VirtualNodes < 1 || e.VirtualNodes > maxCount, "cache_affinity_virtual_nodes"},
+		{e.N < 1 || e.N > maxCount, "n"},
+		{e.SelectionCount < 0 || e.SelectionCount > maxCount, "cache_affinity_backend_selection_count"},
+		{e.MaxQueueTimeFloor < 0 || e.MaxQueueTimeCeil < 0 || e.TTFTBucketSize < 0 || e.CacheAffinityWait < 0 ||
+			e.BandWidenInterval < 0, "a duration"},
+		{!(e.CacheAffinityInputTokensScale >= 0 && e.CacheAffinityInputTokensScale <= 1), "cache_affinity_input_tokens_scale"},
+		{!finite(e.NextBucketUnlockFactor), "next_bucket_unlock_factor"},
+		{!finite(e.MaxInputWorkSeconds) || (!e.HasInputWorkLimit && e.MaxInputWorkSeconds != 0), "max_input_work_seconds"},
+		{!e.Comparator.Valid() || e.HasComparator != (alg != PulsarWaitAndWiden), "comparator"},
+		{e.RendezvousWeight != WeightMaxInputTPS && e.RendezvousWeight != WeightLastMeanInputTPS, "rendezvous_weight"},
+		{e.ConsiderKVFreeTokens && !alg.usesPulsarRanking(), "consider_kv_free_tokens"},
+		{e.LastClusterAffinity && !alg.usesWaitAndWiden(), "last_cluster_affinity"},
+		{e.QueueSLO != (d.settings.MaxQueueTimeFloorMs != nil && d.settings.MaxQueueTimeCeilMs != nil), "the queue SLO"},
+	} {
+		if bad.broken {
+			t.Fatalf("%q: definition %v has %s out of range: %+v", input, alg, bad.what, e)
+		}
+	}
+}
+
+// formatConfig writes c back as lb-config.json: the default by name, and
+// every detailed definition as an object of its algorithm and the settings
+// the input set.
+func formatConfig(t *testing.T, c *Config) []byte {
+	t.Helper()
+	entry := func(d *Definition) map[string]any {
+		b, err := json.Marshal(d.settings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Raw values: numbers go back as Marshal wrote them, never through
+		// a float64 that would round a large integer.
+		raw := map[string]json.RawMessage{}
+		if err := json.Unmarshal(b, &raw); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]any{"algorithm": d.alg.String()}
+		for k, v := range raw {
+			out[k] = v
+		}
+		return out
+	}
+	requested := func(defs *[numAlgorithms + 1]*Definition) map[string]any {
+		out := map[string]any{}
+		for _, d := range defs {
+			if d != nil {
+				out[d.alg.String()] = entry(d)
+			}
+		}
+		return out
+	}
+	top := map[string]any{"default": c.def.configured.alg.String()}
+	if r := requested(&c.def.requested); len(r) > 0 {
+		top["request_algorithms"] = r
+	}
+	models := map[string]any{}
+	for id, s := range c.models {
+		e := entry(s.configured)
+		if r := requested(&s.requested); len(r) > 0 {
+			e["request_algorithms"] = r
+		}
+		models[id] = e
+	}
+	if len(models) > 0 {
+		top["models"] = models
+	}
+	b, err := json.Marshal(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sameDefinition reports whether two definitions agree on everything but
+// their identity.
+func sameDefinition(a, b *Definition) bool {
+	return a.alg == b.alg && reflect.DeepEqual(a.settings, b.settings) && reflect.DeepEqual(a.eff, b.eff)
 }

@@ -1,6 +1,7 @@
 package lbconfig
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -190,13 +191,20 @@ func TestRejectionMessagesAreBounded(t *testing.T) {
 	}
 }
 
-// FuzzCompile checks that no header makes Compile panic, and that every
-// rejection carries one of the documented classes.
+// FuzzCompile compiles arbitrary routing expressions against the
+// permissive config. A refusal must carry one of the documented classes
+// and a message. An accepted expression must give a definition within the
+// documented ranges (checkEffective) and within the tighter bound of a
+// per-request expression (cache_affinity_virtual_nodes at most 1024), and
+// the file must agree with it: the same algorithm and settings written as
+// an lb-config.json entry parse to the same effective values.
 func FuzzCompile(f *testing.F) {
 	for _, s := range []string{
 		"pulsar;seed=x", "wait-and-widen;max_queue_time_floor_ms=1;max_queue_time_ceil_ms=2",
 		`wait-and-widen;next_bucket_unlock_factor="0.0625"`, "power-of-n;sample_count=64;comparator=ttft",
 		"pulsar-wait-and-widen;band_widen_interval_ms=0;n=\"3\"", "random;max_input_work_seconds=-0.5",
+		`wait-and-widen;cache_affinity_virtual_nodes=1024;cache_affinity_input_tokens_scale=0.125;seed="a\\b"`,
+		"pulsar;max_input_work_seconds=999999999999.999;consider_kv_free_tokens=true",
 	} {
 		f.Add(s)
 	}
@@ -212,8 +220,29 @@ func FuzzCompile(f *testing.F) {
 			}
 			return
 		}
-		if d == nil || d.Algorithm() < PowerOfN || d.Algorithm() > PulsarWaitAndWiden {
-			t.Fatalf("Compile(%q) = %v", raw, d)
+		if d == nil {
+			t.Fatalf("Compile(%q): no definition and no rejection", raw)
+		}
+		checkEffective(t, raw, d)
+		if e := d.Effective(); e.VirtualNodes > maxExprVirtualNodes {
+			t.Fatalf("Compile(%q): %d virtual nodes, beyond an expression's %d", raw, e.VirtualNodes, maxExprVirtualNodes)
+		}
+		settings, err := json.Marshal(d.settings)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entry := `{"algorithm":"` + d.alg.String() + `"`
+		if string(settings) != "{}" {
+			entry += "," + string(settings[1:len(settings)-1])
+		}
+		doc := `{"models":{"model":` + entry + `}}}`
+		file, err := Parse([]byte(doc))
+		if err != nil {
+			t.Fatalf("Compile(%q) accepted settings the file refuses: %s: %v", raw, doc, err)
+		}
+		fd, ok := file.Resolve("model", 0)
+		if !ok || !sameDefinition(d, fd) {
+			t.Fatalf("Compile(%q) = %+v, the file %s gives %+v", raw, d.eff, doc, fd.eff)
 		}
 	})
 }

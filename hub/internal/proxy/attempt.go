@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/stargate-router/stargate/hub/internal/breaker"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/headers"
@@ -31,10 +32,18 @@ const (
 // sibling, until one answers or the cluster must be given up.
 func (p *Proxy) tryCluster(w http.ResponseWriter, r *http.Request, req *request, st *loop, dec *routing.Decision) next {
 	for {
-		b, ok := p.store.NextBackend(req.target, dec.ClusterID, func(id string) bool { return st.failedBackends[id] })
+		b, ok := p.store.NextBackend(req.target, dec.ClusterID, func(id string) bool {
+			return st.failedBackends[id] || (!st.failOpen && !p.cfg.Breakers.Available(id))
+		})
 		if !ok {
 			return nextCluster
 		}
+		permit, ok := p.cfg.Breakers.Acquire(b.ID)
+		if !ok && !st.failOpen {
+			st.failBackend(b.ID)
+			continue
+		}
+		st.permit = permit
 		switch p.attempt(w, r, req, st, dec, b) {
 		case attemptDone:
 			return nextDone
@@ -154,10 +163,12 @@ func (p *Proxy) logAttempt(ctx context.Context, req *request, st *loop, b state.
 func (p *Proxy) transportFailed(w http.ResponseWriter, r *http.Request, req *request, st *loop, b state.Backend, err error) attemptResult {
 	t := req.target
 	if r.Context().Err() != nil {
+		st.report(breaker.Ignored)
 		p.cfg.Metrics.attempt(t, b.ID, "proxy_"+strconv.Itoa(statusClientClosed))
 		p.done(req, b.ID, statusClientClosed)
 		return attemptDone
 	}
+	st.report(breaker.Failure)
 	p.cfg.Metrics.attempt(t, b.ID, "proxy_502")
 	p.cfg.Log.Warn("tunnel upstream request failed", "request_id", req.pass.Req.ID, "inference_server_id", b.ID, "err", err)
 	switch {
@@ -189,12 +200,20 @@ func (p *Proxy) answered(w http.ResponseWriter, r *http.Request, req *request, s
 	if resp.StatusCode == http.StatusTooManyRequests && isTrue(headers.First(resp.Header, canonRetryable)) && reason == headers.ReasonQueueEstimateMismatch {
 		res.Release()
 	}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests || (p.retryable(resp) && reason != headers.ReasonLocalConnectFailure):
+		st.report(breaker.Ignored)
+	case resp.StatusCode >= 500:
+		st.report(breaker.Failure)
+	}
 	if p.retryable(resp) {
+		st.retryAfter = max(st.retryAfter, retryAfterHint(resp.Header))
 		if result, retry := p.retryAnswer(req, st, b, resp, reason); retry {
 			return result
 		}
 	}
-	return p.writeAnswer(w, r, req, clusterID, b, resp)
+	setRetryAfter(resp)
+	return p.writeAnswer(w, r, req, st, clusterID, b, resp)
 }
 
 // retryAnswer decides whether a retryable answer is retried. Within the
@@ -231,7 +250,7 @@ func (p *Proxy) retryAnswer(req *request, st *loop, b state.Backend, resp *http.
 // identity goes into response headers, so a value that is not a valid
 // header value is a 500 instead. A body that breaks after the head aborts
 // the client's stream.
-func (p *Proxy) writeAnswer(w http.ResponseWriter, r *http.Request, req *request, clusterID string, b state.Backend,
+func (p *Proxy) writeAnswer(w http.ResponseWriter, r *http.Request, req *request, st *loop, clusterID string, b state.Backend,
 	resp *http.Response) attemptResult {
 	if !httpguts.ValidHeaderFieldValue(b.ID) || !httpguts.ValidHeaderFieldValue(b.URL) || !httpguts.ValidHeaderFieldValue(clusterID) {
 		_ = resp.Body.Close()
@@ -243,6 +262,14 @@ func (p *Proxy) writeAnswer(w http.ResponseWriter, r *http.Request, req *request
 	}
 	err := p.copyResponse(w, resp, clusterID, b, req.sessionState())
 	p.done(req, b.ID, resp.StatusCode)
+	switch {
+	case r.Context().Err() != nil:
+		st.report(breaker.Ignored)
+	case err != nil:
+		st.report(breaker.Failure)
+	default:
+		st.report(breaker.Success)
+	}
 	if err != nil && r.Context().Err() == nil {
 		// The upstream stream broke after the head: abort the client's
 		// stream so that it reads as truncated, not complete, as

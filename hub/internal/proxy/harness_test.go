@@ -201,6 +201,10 @@ func newHarness(t *testing.T, resolver lb.Resolver, opts ...option) *harness {
 	cfg.Log = slog.New(slog.DiscardHandler)
 	cfg.Metrics = h.m
 	cfg.Seed = 1
+	// A harness's store is built with its fixture registered: the startup
+	// grace, meant for a hub whose pylons are still reconnecting, would
+	// only make an unknown model wait.
+	cfg.StartupGrace = 0
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -9,12 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/stargate-router/stargate/hub/internal/dispatch"
 	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/openai"
 )
 
 // waitingPicker asks to wait `wait` on its first `waits` calls, then picks
@@ -147,6 +150,9 @@ func TestInputWorkAdmission(t *testing.T) {
 			if got := resp.Header.Get(headers.StargateErrorCode); got != dispatch.ReasonInputWorkLimit {
 				t.Errorf("x-stargate-error-code %q", got)
 			}
+			if got := resp.Header.Get("Retry-After"); got != "1" {
+				t.Errorf("Retry-After %q, want 1: every hub 503 says when to retry", got)
+			}
 			wantSeries(t, "admission_rejections_total", h.m.admissions, series{"rk|" + tc.model + "|" + tc.wantReason: 1})
 			if len(sp.calls) != 0 {
 				t.Error("the load balancer ran for a rejected request")
@@ -227,8 +233,9 @@ func TestSessionSelectionsMetric(t *testing.T) {
 	}
 }
 
-// With a gateway token, only requests bearing it may steer routing; the
-// token itself never reaches a pylon.
+// With a gateway token and --allow-anonymous-clients, only requests
+// bearing the token may steer routing; the token itself never reaches a
+// pylon.
 func TestGatewayTokenGuardsSteering(t *testing.T) {
 	t.Parallel()
 	const token = "gw-secret"
@@ -250,7 +257,7 @@ func TestGatewayTokenGuardsSteering(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sp := newScripted(t, 0)
-			h := newHarness(t, sp.route(), func(c *Config) { c.GatewayToken = token })
+			h := newHarness(t, sp.route(), func(c *Config) { c.GatewayToken, c.AllowAnonymous = token, true })
 			// An unscoped cluster: an untrusted request loses its
 			// x-routing-key and lands here.
 			unscoped := fixtureRegistration("a1")
@@ -281,5 +288,52 @@ func TestGatewayTokenGuardsSteering(t *testing.T) {
 				t.Error("an untrusted affinity key was forwarded")
 			}
 		})
+	}
+}
+
+// With a gateway token, a request without it is refused before anything
+// else: 401 in the OpenAI shape with WWW-Authenticate, the same answer for
+// a missing and a wrong token (nothing tells a caller which), no backend
+// called, counted; the token in any letter case of the scheme is served.
+func TestGatewayTokenRequired(t *testing.T) {
+	t.Parallel()
+	const token = "gw-secret"
+	h := newHarness(t, nil, func(c *Config) { c.GatewayToken = token })
+	var bodies []string
+	for _, auth := range []string{"", "Bearer sk-client", "Bearer " + token + "x", "Basic " + token, token} {
+		hdr := validHeaders()
+		if auth != "" {
+			hdr.Set("Authorization", auth)
+		}
+		resp, body := h.do(hdr, chatBody)
+		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
+			t.Fatalf("Authorization %q: status %d WWW-Authenticate %q, want 401 with a challenge", auth, resp.StatusCode,
+				resp.Header.Get("WWW-Authenticate"))
+		}
+		if e := openAIError(t, resp, body); e.Type != openai.TypeAuthentication || e.Code != ErrorCodeUnauthorized {
+			t.Errorf("Authorization %q: error %+v", auth, e)
+		}
+		bodies = append(bodies, body)
+	}
+	for _, b := range bodies[1:] {
+		if b != bodies[0] {
+			t.Errorf("401 bodies differ: %q and %q", bodies[0], b)
+		}
+	}
+	if len(h.hits()) != 0 {
+		t.Errorf("a backend was called for an unauthenticated request: %v", h.hits())
+	}
+	if got := testutil.ToFloat64(h.m.unauthorizedN); got != 5 {
+		t.Errorf("unauthorized_requests_total = %v, want 5", got)
+	}
+	wantSeries(t, "requests_total", h.m.requests, series{})
+
+	hdr := validHeaders()
+	hdr.Set("Authorization", "bearer "+token)
+	if resp, body := h.do(hdr, chatBody); resp.StatusCode != http.StatusOK {
+		t.Fatalf("with the token: status %d: %s", resp.StatusCode, body)
+	}
+	if got := h.backends["a1"].requests()[0].Header.Get("Authorization"); got != "" {
+		t.Errorf("the pylon received Authorization %q", got)
 	}
 }

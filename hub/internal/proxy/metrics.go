@@ -27,6 +27,9 @@ type Metrics struct {
 	admissions      *prometheus.CounterVec
 	sessions        *prometheus.CounterVec
 	sessionTargets  sync.Map // sessionTarget → struct{}: targets whose six pairs exist
+	unauthorizedN   prometheus.Counter
+	backendWaits    *prometheus.CounterVec
+	backendWaiting  *prometheus.GaugeVec
 }
 
 // sessionTarget is one label set of routing_session_selections_total before
@@ -78,9 +81,34 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 	m.sessions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "routing_session_selections_total",
 		Help: "Selections of requests classified by last_cluster_affinity: session_state new|returning|stale, selection primary|fallback."},
 		[]string{"routing_key", "model", "algorithm", "session_state", "selection"})
+	m.unauthorizedN = prometheus.NewCounter(prometheus.CounterOpts{Name: prefix + "unauthorized_requests_total",
+		Help: "Requests refused with 401 for lacking the gateway token (--gateway-token-file)."})
+	m.backendWaits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "model_unavailable_waits_total",
+		Help: "Requests for a known model that had no backend and waited for one: outcome appeared, timed_out or client_gone."},
+		[]string{"routing_key", "model", "outcome"})
+	m.backendWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: prefix + "model_unavailable_waiting",
+		Help: "Requests waiting now for a backend of a known model that has none."}, []string{"routing_key", "model"})
 	reg.MustRegister(m.requests, m.attempts, m.retries, m.selections, m.exhaustedTotal, m.replayBuffer, m.proxyDur, m.routingDur,
-		m.activeInference, m.kvFallbacks, m.admissions, m.sessions)
+		m.activeInference, m.kvFallbacks, m.admissions, m.sessions, m.unauthorizedN, m.backendWaits, m.backendWaiting)
 	return m
+}
+
+func (m *Metrics) unauthorized() {
+	if m != nil {
+		m.unauthorizedN.Inc()
+	}
+}
+
+func (m *Metrics) waitingForBackend(t routing.Target, delta float64) {
+	if m != nil {
+		m.backendWaiting.WithLabelValues(t.RoutingKey, t.Model).Add(delta)
+	}
+}
+
+func (m *Metrics) backendWait(t routing.Target, outcome string) {
+	if m != nil {
+		m.backendWaits.WithLabelValues(t.RoutingKey, t.Model, outcome).Inc()
+	}
 }
 
 // ActiveServers publishes a target's active backend count; the state

@@ -15,6 +15,13 @@ import (
 	"github.com/stargate-router/stargate/pkg/openai"
 )
 
+// MaxInputTokens is the largest x-input-tokens the hub accepts; a larger
+// value is a 400. It is far beyond any model's context (and beyond what a
+// 64 MiB body can hold), and it bounds what one request adds to a
+// cluster's queued input: a sender of 2^64-1 would otherwise make its
+// cluster look infinitely loaded until the next registration.
+const MaxInputTokens = 1<<32 - 1
+
 // request is one parsed inbound request.
 type request struct {
 	target routing.Target
@@ -43,7 +50,7 @@ func (p *Proxy) parse(r *http.Request) (*request, *openai.Error) {
 	if oerr != nil {
 		return nil, oerr
 	}
-	maxWait, hasMaxWait, oerr := parseQoS(h, &rr)
+	maxWait, hasMaxWait, oerr := parseQoS(h, &rr, p.limits.MaxRoutingWait)
 	if oerr != nil {
 		return nil, oerr
 	}
@@ -73,6 +80,10 @@ func parseTarget(h http.Header, req *request, rr *routing.Request) *openai.Error
 	}
 	if err != nil {
 		return openai.BadRequest(headers.InputTokens, "invalid_header", "%v", err)
+	}
+	if tok > MaxInputTokens {
+		return openai.BadRequest(headers.InputTokens, "invalid_header",
+			"invalid %s header: value is out of range (want a decimal integer from 0 to %d)", headers.InputTokens, uint64(MaxInputTokens))
 	}
 	model, ok := headers.GetText(h, headers.Model)
 	if !ok {
@@ -110,13 +121,17 @@ func (p *Proxy) parseMethod(h http.Header, rr *routing.Request, t routing.Target
 // parseQoS reads x-priority, x-max-wait-ms and x-request-slo-ms into rr,
 // and returns the wait and whether the request sent it: an absent
 // x-max-wait-ms still allows the load balancer's timed waits, a present
-// one bounds them and allows untimed re-polls.
-func parseQoS(h http.Header, rr *routing.Request) (time.Duration, bool, *openai.Error) {
+// one bounds them and allows untimed re-polls. x-max-wait-ms is clamped to
+// maxWait (the routing wait cap, 60 s), so no later deadline arithmetic
+// sees more; x-request-slo-ms saturates at the largest Duration, which is
+// safe because it is only ever a divisor of elapsed time
+// (docs/hub.md#request-contract).
+func parseQoS(h http.Header, rr *routing.Request, maxWait time.Duration) (time.Duration, bool, *openai.Error) {
 	prio, _, err := headers.GetUint32(h, headers.Priority)
 	if err != nil {
 		return 0, false, openai.BadRequest(headers.Priority, "invalid_header", "%v", err)
 	}
-	maxWait, hasMaxWait, err := headers.GetUint64(h, headers.MaxWaitMs)
+	wait, hasMaxWait, err := headers.GetUint64(h, headers.MaxWaitMs)
 	if err != nil {
 		return 0, false, openai.BadRequest(headers.MaxWaitMs, "invalid_header", "%v", err)
 	}
@@ -124,7 +139,7 @@ func parseQoS(h http.Header, rr *routing.Request) (time.Duration, bool, *openai.
 	if err != nil {
 		return 0, false, openai.BadRequest(headers.RequestSLOMs, "invalid_header", "%v", err)
 	}
-	rr.Priority, rr.MaxWait, rr.SLO = prio, headers.MillisDuration(maxWait), headers.MillisDuration(slo)
+	rr.Priority, rr.MaxWait, rr.SLO = prio, min(headers.MillisDuration(wait), maxWait), headers.MillisDuration(slo)
 	return rr.MaxWait, hasMaxWait, nil
 }
 

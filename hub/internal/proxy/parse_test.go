@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/lb/powerofn"
@@ -117,6 +118,8 @@ func TestHeaderParsingValues(t *testing.T) {
 		{"input tokens signed", headers.InputTokens, "+1", "invalid_header", ""},
 		{"input tokens fraction", headers.InputTokens, "1.5", "invalid_header", ""},
 		{"input tokens overflow", headers.InputTokens, "18446744073709551616", "invalid_header", ""},
+		{"input tokens above the bound", headers.InputTokens, "4294967296", "invalid_header", ""},
+		{"input tokens u64 max", headers.InputTokens, "18446744073709551615", "invalid_header", ""},
 		{"model missing", headers.Model, "<del>", "missing_header", ""},
 		{"model blank", headers.Model, "\t", "missing_header", ""},
 		{"model control byte", headers.Model, "m\x00", "missing_header", ""},
@@ -173,7 +176,7 @@ func TestHeaderParsingAccepts(t *testing.T) {
 		{"tokens trimmed", headers.InputTokens, " \t100\t "},
 		{"tokens leading zeros", headers.InputTokens, "000100"},
 		{"tokens zero", headers.InputTokens, "0"},
-		{"tokens max", headers.InputTokens, "18446744073709551615"},
+		{"tokens max", headers.InputTokens, "4294967295"},
 		{"method power-of-n", headers.RoutingMethod, "power-of-n"},
 		{"method alias upper", headers.RoutingMethod, " POWER_OF_TWO "},
 		{"method alias powerof2", headers.RoutingMethod, "PowerOf2"},
@@ -327,7 +330,9 @@ var fuzzHeaders = []string{
 // proxy with nothing registered. It must never panic, and must answer
 // either a 400 naming the first header the parse order rejects (computed
 // here independently of the code) or, when every header is acceptable, the
-// 404 of an unknown target.
+// 404 of an unknown target. For an accepted set, the parsed request must
+// hold exactly what a strconv-based reading of the headers gives, within
+// each header's documented bound (checkParsed).
 func FuzzParseHeaders(f *testing.F) {
 	f.Add(uint16(0xffff), "req-1", "100", "m", "rk", "power-of-n", "0", "250", "1500", "mt:v1:s:x", "1000")
 	f.Add(uint16(0x0007), "req-1", "100", "m", "", "", "", "", "", "", "")
@@ -343,6 +348,7 @@ func FuzzParseHeaders(f *testing.F) {
 	}
 	cfg := Defaults()
 	cfg.Clock, cfg.Log = clock.Real{}, slog.New(slog.DiscardHandler)
+	cfg.StartupGrace = 0 // nothing registers here: every model is unknown, a 404
 	p := New(cfg, store, tunnels{}, PowerOfNResolver{Picker: picker})
 	f.Fuzz(func(t *testing.T, present uint16, id, tok, mdl, key, method, prio, wait, slo, aff, budget string) {
 		values := []string{id, tok, mdl, key, method, prio, wait, slo, aff, budget}
@@ -352,12 +358,14 @@ func FuzzParseHeaders(f *testing.F) {
 				hdr[http.CanonicalHeaderKey(name)] = []string{values[i]}
 			}
 		}
+		parsed := hdr.Clone()
 		w := serveLocal(p, http.MethodPost, hdr, "{}")
 		param, code := expectedRejection(hdr)
 		if param == "" {
 			if w.Code != http.StatusNotFound || w.Header().Get(headers.StargateErrorCode) != headers.ErrorCodeNoEligibleCandidates {
 				t.Fatalf("headers %q: status %d, want the 404 of an unknown target; body %s", hdr, w.Code, w.Body)
 			}
+			checkParsed(t, p, parsed)
 			return
 		}
 		if w.Code != http.StatusBadRequest {
@@ -412,9 +420,9 @@ func expectedRejection(h http.Header) (param, code string) {
 	if _, ok := text(headers.RequestID); !ok {
 		return headers.RequestID, "missing_header"
 	}
-	if _, present, valid := number(headers.InputTokens, 64); !present {
+	if n, present, valid := number(headers.InputTokens, 64); !present {
 		return headers.InputTokens, "missing_header"
-	} else if !valid {
+	} else if !valid || n > 4294967295 {
 		return headers.InputTokens, "invalid_header"
 	}
 	if _, ok := text(headers.Model); !ok {
@@ -455,4 +463,71 @@ func expectedRejection(h http.Header) (param, code string) {
 		return headers.StargateMaxWaitMs, "invalid_header"
 	}
 	return "", ""
+}
+
+// checkParsed parses hdr, which expectedRejection accepts, and checks
+// every numeric field of the result against an independent reading of the
+// headers with strconv and against its documented bound
+// (docs/hub.md#request-contract): x-input-tokens at most 2^32-1 and
+// exact; x-priority exact; x-max-wait-ms clamped to the 60 s routing wait,
+// with the re-poll deadline only when the header was sent; every wait
+// deadline at most 60 s after the start; x-request-slo-ms exact or
+// saturated at the largest Duration; the retry budget exact, 0 meaning no
+// retries.
+func checkParsed(t *testing.T, p *Proxy, hdr http.Header) {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader("{}"))
+	r.Header = hdr
+	req, oerr := p.parse(r)
+	if oerr != nil {
+		t.Fatalf("headers %q: parse refused what the oracle accepts: %+v", hdr, oerr)
+	}
+	ms := func(name string) (uint64, bool) {
+		vs := hdr[http.CanonicalHeaderKey(name)]
+		if len(vs) == 0 {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(strings.Trim(vs[0], " \t"), 10, 64)
+		if err != nil {
+			t.Fatalf("the oracle accepted %s %q: %v", name, vs[0], err)
+		}
+		return n, true
+	}
+	dur := func(n uint64) time.Duration { // saturating, computed without MillisDuration
+		if n > math.MaxInt64/uint64(time.Millisecond) {
+			return math.MaxInt64
+		}
+		return time.Duration(n) * time.Millisecond
+	}
+	rr, limit := &req.pass.Req, p.cfg.MaxRoutingWait
+	tok, _ := ms(headers.InputTokens)
+	if rr.InputTokens != tok || rr.InputTokens > MaxInputTokens {
+		t.Errorf("headers %q: input tokens %d, want %d within %d", hdr, rr.InputTokens, tok, uint64(MaxInputTokens))
+	}
+	prio, _ := ms(headers.Priority)
+	if uint64(rr.Priority) != prio {
+		t.Errorf("headers %q: priority %d, want %d", hdr, rr.Priority, prio)
+	}
+	wait, hasWait := ms(headers.MaxWaitMs)
+	if want := min(dur(wait), limit); rr.MaxWait != want || rr.MaxWait > limit {
+		t.Errorf("headers %q: max wait %v, want %v", hdr, rr.MaxWait, want)
+	}
+	if got := req.pass.WaitUntil.Sub(req.start); got < 0 || got > limit {
+		t.Errorf("headers %q: wait deadline %v after the start, beyond %v", hdr, got, limit)
+	}
+	if req.pass.RepollUntil.IsZero() == hasWait ||
+		(hasWait && !req.pass.RepollUntil.Equal(req.start.Add(min(dur(wait), limit)))) {
+		t.Errorf("headers %q: re-poll deadline %v (start %v)", hdr, req.pass.RepollUntil, req.start)
+	}
+	slo, _ := ms(headers.RequestSLOMs)
+	if rr.SLO != dur(slo) || rr.SLO < 0 {
+		t.Errorf("headers %q: SLO %v, want %v", hdr, rr.SLO, dur(slo))
+	}
+	budget, hasBudget := ms(headers.StargateMaxWaitMs)
+	switch {
+	case !hasBudget && (!req.budgetUntil.IsZero() || req.noRetries):
+		t.Errorf("headers %q: a budget without the header", hdr)
+	case hasBudget && (req.budgetUntil.Sub(req.start) != dur(budget) || req.noRetries != (budget == 0)):
+		t.Errorf("headers %q: budget %v (no retries %v), want %v", hdr, req.budgetUntil.Sub(req.start), req.noRetries, dur(budget))
+	}
 }

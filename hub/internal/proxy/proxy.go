@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/stargate-router/stargate/hub/internal/breaker"
 	"github.com/stargate-router/stargate/hub/internal/dispatch"
 	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/routing"
@@ -24,8 +25,14 @@ import (
 // Store is the routing state as the proxy reads and reserves it.
 type Store interface {
 	Snapshot(t routing.Target) *routing.Snapshot
-	Registered(t routing.Target) bool
+	// Known reports whether a registration has listed t since the hub
+	// started (state.Store.Known).
+	Known(t routing.Target) bool
+	// Activated is closed the next time any target gains its first active
+	// backend (state.Store.Activated).
+	Activated() <-chan struct{}
 	NextBackend(t routing.Target, clusterID string, skip func(backendID string) bool) (state.Backend, bool)
+	HasBackend(t routing.Target, clusterID string, skip func(backendID string) bool) bool
 	Reserve(t routing.Target, clusterID, backendID string, tokens uint64, prio uint32) state.Reservation
 }
 
@@ -57,11 +64,33 @@ type Config struct {
 	// MaxWaitPoll caps one sleep of a timed routing wait (25 ms), so a
 	// waiting request sees state changes soon after they happen.
 	MaxWaitPoll time.Duration
-	// GatewayToken is --gateway-token-file's token. When set, the routing
-	// and x-stargate-* headers of a request are honoured only if it carries
-	// Authorization: Bearer <token>; any other request has them removed
-	// before parsing, so it cannot steer routing.
+	// GatewayToken is --gateway-token-file's token. When set, a request
+	// without Authorization: Bearer <token> is refused with 401, so a
+	// caller that reaches the hub directly cannot bypass the gateway's API
+	// keys and rate limits. Empty means every caller is trusted
+	// (--insecure-no-client-auth).
 	GatewayToken string
+	// AllowAnonymous is --allow-anonymous-clients: with a GatewayToken, a
+	// request without it is served instead of refused, with its routing
+	// and x-stargate-* headers removed before parsing so it cannot steer
+	// routing.
+	AllowAnonymous bool
+	// ConfiguredModel reports whether lb-config names model; such a model
+	// is known even before any pylon registered it. Nil names none.
+	ConfiguredModel func(model string) bool
+	// ModelUnavailableWait bounds how long a request for a known model
+	// with no backend waits for one to register
+	// (--proxy-model-unavailable-wait-ms, 15 s), within the request's own
+	// routing wait; then it is a 503 model_temporarily_unavailable.
+	ModelUnavailableWait time.Duration
+	// StartupGrace is how long after New every model counts as known
+	// (--proxy-startup-grace-ms, 15 s): after a hub restart the pylons
+	// reconnect within their backoff (at most 10 s) and a request
+	// meanwhile must wait for them, not get the 404 of a model nobody
+	// serves. 0 disables it.
+	StartupGrace time.Duration
+	// Breakers is the per-backend breaker; nil disables it.
+	Breakers *breaker.Set
 
 	Clock   clock.Clock
 	Log     *slog.Logger
@@ -91,8 +120,20 @@ func Defaults() Config {
 		RetryBudgetHeader:       headers.StargateMaxWaitMs,
 		MaxRoutingWait:          limits.MaxRoutingWait,
 		MaxWaitPoll:             limits.MaxWaitPoll,
+		ModelUnavailableWait:    DefaultModelUnavailableWait,
+		StartupGrace:            DefaultStartupGrace,
 	}
 }
+
+// DefaultModelUnavailableWait and DefaultStartupGrace cover a pylon's or
+// the hub's restart: a pylon redials within its backoff (at most 10 s)
+// and registers within one heartbeat of connecting, so 15 s rides out a
+// restart while bounding how many requests (and their bodies) pile up
+// while a model is gone for good.
+const (
+	DefaultModelUnavailableWait = 15 * time.Second
+	DefaultStartupGrace         = 15 * time.Second
+)
 
 // Proxy serves the inference endpoints. Build it with New.
 type Proxy struct {
@@ -106,6 +147,7 @@ type Proxy struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 	seq        atomic.Uint64
+	started    time.Time // for StartupGrace
 }
 
 // New returns a proxy. A nil Clock is the wall clock and a nil Log
@@ -125,7 +167,7 @@ func New(cfg Config, store Store, tunnels Tunnels, resolver lb.Resolver) *Proxy 
 	}
 	p := &Proxy{cfg: cfg, store: store, tunnels: tunnels, resolver: resolver,
 		limits: dispatch.Limits{MaxRoutingWait: cfg.MaxRoutingWait, MaxWaitPoll: cfg.MaxWaitPoll},
-		tracer: cfg.TracerProvider.Tracer(tracerName), propagator: cfg.Propagator}
+		tracer: cfg.TracerProvider.Tracer(tracerName), propagator: cfg.Propagator, started: cfg.Clock.Now()}
 	seed := cfg.Seed
 	if seed == 0 {
 		seed = rand.Uint64() //nolint:gosec // G404: load balancing needs spread, not secrecy.
@@ -134,7 +176,7 @@ func New(cfg Config, store Store, tunnels Tunnels, resolver lb.Resolver) *Proxy 
 	return p
 }
 
-// Handler returns the inference routes.
+// Handler returns the inference routes, behind Authenticate.
 func (p *Proxy) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings"} {
@@ -147,15 +189,53 @@ func (p *Proxy) Handler() http.Handler {
 			p.serve(w, r)
 		})
 	}
-	return mux
+	return p.Authenticate(mux)
 }
 
-// serve handles one inference request: trust, parse, read the body, route.
+// Authenticate applies the gateway token to every request of next
+// (docs/hub.md#trust): a request bearing it has the token removed (it
+// authenticated the gateway to this hub and is not for the pylon or the
+// engine); with AllowAnonymous any other request loses its steering
+// headers; otherwise any other request is a 401 that says only that
+// authentication failed, never why. The hub wraps GET /v1/models with it
+// too.
+func (p *Proxy) Authenticate(next http.Handler) http.Handler {
+	if p.cfg.GatewayToken == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header
+		switch {
+		case bearerMatches(h.Get("Authorization"), p.cfg.GatewayToken):
+			h.Del("Authorization")
+		case p.cfg.AllowAnonymous:
+			stripSteering(h)
+		default:
+			p.cfg.Metrics.unauthorized()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="stargate-hub"`)
+			openai.WriteError(w, &openai.Error{Status: http.StatusUnauthorized, Type: openai.TypeAuthentication,
+				Code: ErrorCodeUnauthorized, Message: "authentication required"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ErrorCodeUnauthorized is the code of the hub's 401.
+const ErrorCodeUnauthorized = "unauthorized"
+
+// ErrorCodeModelUnavailable is the code (and x-stargate-error-code) of the
+// 503 for a known model that had no backend for the whole wait: a
+// transient outage a client should retry, unlike the 404 of a model
+// nobody serves.
+const ErrorCodeModelUnavailable = "model_temporarily_unavailable"
+
+// serve handles one request Authenticate let through: parse, read the body,
+// route.
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	ctx, span := p.startRequestSpan(r)
 	defer span.End()
 	r = r.WithContext(ctx)
-	p.applyTrust(r.Header)
 	req, oerr := p.parse(r)
 	if oerr != nil {
 		if oerr.Code != "" && oerr.Param == headers.RoutingMethod {
@@ -173,20 +253,6 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	rng := p.rngs.Get().(*rand.Rand)
 	defer p.rngs.Put(rng)
 	p.route(w, r, req, rng)
-}
-
-// applyTrust handles the gateway token: a request bearing it has the token
-// removed (it authenticated the gateway to this hub and is not for the
-// pylon or the engine); any other request loses its steering headers.
-func (p *Proxy) applyTrust(h http.Header) {
-	if p.cfg.GatewayToken == "" {
-		return
-	}
-	if bearerMatches(h.Get("Authorization"), p.cfg.GatewayToken) {
-		h.Del("Authorization")
-		return
-	}
-	stripSteering(h)
 }
 
 // readBody buffers the request body for replay on retries; a body over the

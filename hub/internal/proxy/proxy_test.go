@@ -21,9 +21,10 @@ import (
 	"github.com/stargate-router/stargate/pkg/protocol"
 )
 
-// A model nothing advertises is a 404 carrying x-stargate-error-code; a
-// model advertised only as inactive is a 503
-// (docs/design/hub-request.md#routing-pass: the target is registered).
+// A model nothing advertises is a 404 carrying x-stargate-error-code, at
+// once; a model advertised only as inactive is known, so it is a 503
+// model_temporarily_unavailable with Retry-After, here at once because
+// x-max-wait-ms: 0 leaves no wait (docs/hub.md#routing).
 func TestNoCandidates(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
@@ -50,15 +51,19 @@ func TestNoCandidates(t *testing.T) {
 
 	hdr = validHeaders()
 	hdr.Set(headers.Model, "idle")
+	hdr.Set(headers.MaxWaitMs, "0")
 	resp, body = h.do(hdr, chatBody)
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("registered but inactive: status %d, want 503", resp.StatusCode)
 	}
 	// [L]: every pre-upstream rejection names its class in the header.
-	if got := resp.Header.Get(headers.StargateErrorCode); got != headers.ErrorCodeOverloaded {
-		t.Errorf("503 x-stargate-error-code %q, want %s", got, headers.ErrorCodeOverloaded)
+	if got := resp.Header.Get(headers.StargateErrorCode); got != ErrorCodeModelUnavailable {
+		t.Errorf("503 x-stargate-error-code %q, want %s", got, ErrorCodeModelUnavailable)
 	}
-	if e := openAIError(t, resp, body); e.Type != openai.TypeOverloaded {
+	if got := resp.Header.Get("Retry-After"); got != "1" {
+		t.Errorf("503 Retry-After %q, want 1", got)
+	}
+	if e := openAIError(t, resp, body); e.Code != ErrorCodeModelUnavailable || e.Type != openai.TypeServer {
 		t.Errorf("error %+v", e)
 	}
 
@@ -70,6 +75,7 @@ func TestNoCandidates(t *testing.T) {
 		"other-key|m||404":           1,
 		"rk|idle||503":               1,
 	})
+	wantSeries(t, "model_unavailable_waits_total", h.m.backendWaits, series{"rk|idle|timed_out": 1})
 	wantSeries(t, "proxy_retry_exhausted_total", h.m.exhaustedTotal, series{})
 	wantSeries(t, "routing_selections_total", h.m.selections, series{})
 	// No active cluster is not a capacity rejection.

@@ -1,11 +1,14 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"time"
 
+	"github.com/stargate-router/stargate/hub/internal/breaker"
 	"github.com/stargate-router/stargate/hub/internal/dispatch"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/pkg/clock"
@@ -25,6 +28,18 @@ type loop struct {
 	waits           int
 	waitLogged      bool
 	routingRecorded bool
+	// retryAfter is the longest x-stargate-retry-after-ms a pylon sent
+	// with a retryable refusal in this request: the hub's own 503 passes
+	// it on as Retry-After when every cluster has refused.
+	retryAfter time.Duration
+	permit     breaker.Permit
+	failOpen   bool
+}
+
+// report ends the current attempt's breaker permit.
+func (st *loop) report(o breaker.Outcome) {
+	st.permit.Done(o)
+	st.permit = breaker.Permit{}
 }
 
 // failBackend excludes a backend for the rest of the request. The set is
@@ -45,8 +60,8 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng 
 	defer traceCounters(req.span, st, len(req.body))
 	loopStart := p.cfg.Clock.Now() // the body is already read: routing time starts here
 	for {
-		req.pass.Req.Excluded = st.failedClusters
 		snap := p.store.Snapshot(req.target)
+		req.pass.Req.Excluded = p.excludeBroken(req, st, snap)
 		out := dispatch.Decide(&req.pass, snap, p.cfg.Clock.Now(), rng)
 		switch out.Kind {
 		case dispatch.Wait:
@@ -63,11 +78,144 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng 
 		case dispatch.Rejected:
 			p.rejectAdmission(w, req, out.Reason)
 			return
+		case dispatch.NoCandidates:
+			switch p.awaitBackend(r, req, st) {
+			case backendAppeared:
+				continue
+			case backendClientGone:
+				p.done(req, "", statusClientClosed)
+				return
+			case backendTimedOut:
+				p.modelUnavailable(w, req, st)
+				return
+			}
+			p.noCandidate(w, req, st, &out)
+			return
 		default:
 			p.noCandidate(w, req, st, &out)
 			return
 		}
 	}
+}
+
+// excludeBroken adds to the failed clusters those whose every backend's
+// breaker refuses, unless that leaves no cluster (fail open).
+func (p *Proxy) excludeBroken(req *request, st *loop, snap *routing.Snapshot) []string {
+	if p.cfg.Breakers.AllClosed() || snap == nil {
+		return st.failedClusters
+	}
+	var broken []string
+	for _, c := range snap.Clusters {
+		if slices.Contains(st.failedClusters, c.ClusterID) {
+			continue
+		}
+		if !p.store.HasBackend(req.target, c.ClusterID, func(id string) bool { return st.failedBackends[id] || !p.cfg.Breakers.Available(id) }) {
+			broken = append(broken, c.ClusterID)
+		}
+	}
+	if len(broken) == 0 {
+		return st.failedClusters
+	}
+	if len(st.failedClusters)+len(broken) >= len(snap.Clusters) {
+		st.failOpen = true
+		return st.failedClusters
+	}
+	return append(slices.Clone(st.failedClusters), broken...)
+}
+
+// backendWait is how awaitBackend ended.
+type backendWait uint8
+
+const (
+	backendUnknown    backendWait = iota // the model is not known: no wait, a 404
+	backendAppeared                      // a backend registered: pass again
+	backendTimedOut                      // none came within the wait
+	backendClientGone                    // the client left during the wait
+)
+
+// backendWaitOutcomes are the outcome labels of
+// stargate_model_unavailable_waits_total.
+var backendWaitOutcomes = [...]string{backendAppeared: "appeared", backendTimedOut: "timed_out", backendClientGone: "client_gone"}
+
+// awaitBackend handles a pass that found no cluster at all. A target that
+// no configuration or registration has ever named, in a request where
+// nothing failed, is a model nobody serves: no wait. Any other is a model
+// whose backends are gone for now (a pylon or the hub restarting): the
+// request waits for a backend to register, until its routing wait
+// deadline or ModelUnavailableWait from its start, whichever is first.
+func (p *Proxy) awaitBackend(r *http.Request, req *request, st *loop) backendWait {
+	t := req.target
+	failed := len(st.failedBackends) > 0 || len(st.failedClusters) > 0
+	if !failed && !p.known(t) {
+		return backendUnknown
+	}
+	st.waits++
+	deadline := req.pass.WaitUntil
+	if bound := req.start.Add(p.cfg.ModelUnavailableWait); bound.Before(deadline) {
+		deadline = bound
+	}
+	res := backendTimedOut
+	if p.cfg.Clock.Now().Before(deadline) {
+		p.cfg.Log.Debug("waiting for a backend of a known model", "request_id", req.pass.Req.ID,
+			"model", t.Model, "routing_key", t.RoutingKey, "until", deadline)
+		p.cfg.Metrics.waitingForBackend(t, 1)
+		res = p.sleepUntilBackend(r.Context(), t, deadline)
+		p.cfg.Metrics.waitingForBackend(t, -1)
+	}
+	p.cfg.Metrics.backendWait(t, backendWaitOutcomes[res])
+	return res
+}
+
+// sleepUntilBackend sleeps until t has a snapshot, deadline passes or ctx
+// ends. It wakes on the store's activation signal, not on a poll, so a
+// long wait costs nothing while nothing registers; the signal is taken
+// before the snapshot is checked, so an activation between the two is
+// never missed.
+func (p *Proxy) sleepUntilBackend(ctx context.Context, t routing.Target, deadline time.Time) backendWait {
+	for {
+		activated := p.store.Activated()
+		if p.store.Snapshot(t) != nil {
+			return backendAppeared
+		}
+		left := deadline.Sub(p.cfg.Clock.Now())
+		if left <= 0 {
+			return backendTimedOut
+		}
+		timer := p.cfg.Clock.NewTimer(left)
+		select {
+		case <-activated:
+		case <-timer.C():
+		case <-ctx.Done():
+			timer.Stop()
+			return backendClientGone
+		}
+		timer.Stop()
+	}
+}
+
+// known reports whether t names a model the hub knows: one lb-config
+// names, one a registration listed since the hub started, or any model
+// during the startup grace, while the pylons are still reconnecting.
+func (p *Proxy) known(t routing.Target) bool {
+	if p.store.Known(t) || (p.cfg.ConfiguredModel != nil && p.cfg.ConfiguredModel(t.Model)) {
+		return true
+	}
+	return p.cfg.StartupGrace > 0 && p.cfg.Clock.Since(p.started) < p.cfg.StartupGrace
+}
+
+// modelUnavailable ends a request whose known model had no backend for its
+// whole wait: 503 model_temporarily_unavailable with Retry-After, so
+// clients and SDKs retry a transient outage instead of treating it as a
+// missing model.
+func (p *Proxy) modelUnavailable(w http.ResponseWriter, req *request, st *loop) {
+	t := req.target
+	p.cfg.Log.Warn("no backend registered for a known model within the wait", "request_id", req.pass.Req.ID,
+		"model", t.Model, "routing_key", t.RoutingKey)
+	w.Header().Set(headers.StargateErrorCode, ErrorCodeModelUnavailable)
+	openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeServer,
+		Code: ErrorCodeModelUnavailable, Message: fmt.Sprintf("model %s is temporarily unavailable; retry later", t.Model),
+		RetryAfter: retryAfterSeconds(st.retryAfter)})
+	p.done(req, "", http.StatusServiceUnavailable)
 }
 
 // waitToPass sleeps out a pass's wait on the proxy's clock; it reports
@@ -102,12 +250,14 @@ func (p *Proxy) recordSelection(req *request, snap *routing.Snapshot, out *dispa
 	}
 }
 
-// noCandidate ends a request the routing pass could not place: 404 when
-// the target was never advertised and nothing failed, else 503.
+// noCandidate ends a request the routing pass could not place: 404 for a
+// model nobody serves (awaitBackend found it unknown), else 503
+// overloaded_error with Retry-After: the longest hint a refusing pylon
+// gave, or 1 s.
 func (p *Proxy) noCandidate(w http.ResponseWriter, req *request, st *loop, out *dispatch.Outcome) {
 	t := req.target
 	failed := len(st.failedBackends) > 0 || len(st.failedClusters) > 0
-	if out.Kind == dispatch.NoCandidates && !failed && !p.store.Registered(t) {
+	if out.Kind == dispatch.NoCandidates {
 		p.cfg.Log.Warn("no inference server candidates for routing target", "request_id", req.pass.Req.ID, "model", t.Model, "routing_key", t.RoutingKey)
 		w.Header().Set(headers.StargateErrorCode, headers.ErrorCodeNoEligibleCandidates)
 		openai.WriteError(w, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeNotFound,
@@ -123,7 +273,9 @@ func (p *Proxy) noCandidate(w http.ResponseWriter, req *request, st *loop, out *
 		p.cfg.Metrics.admissionRejected(t, dispatch.ReasonRoutingCapacity)
 	}
 	w.Header().Set(headers.StargateErrorCode, headers.ErrorCodeOverloaded)
-	openai.WriteError(w, openai.Unavailable(headers.ErrorCodeOverloaded, fmt.Sprintf("no cluster can serve model %s now", t.Model)))
+	oerr := openai.Unavailable(headers.ErrorCodeOverloaded, fmt.Sprintf("no cluster can serve model %s now", t.Model))
+	oerr.RetryAfter = retryAfterSeconds(st.retryAfter)
+	openai.WriteError(w, oerr)
 	p.done(req, "", http.StatusServiceUnavailable)
 }
 
@@ -138,6 +290,6 @@ func (p *Proxy) rejectAdmission(w http.ResponseWriter, req *request, reason stri
 	p.cfg.Metrics.admissionRejected(t, reason)
 	w.Header().Set(headers.StargateErrorCode, dispatch.ReasonInputWorkLimit)
 	openai.WriteError(w, &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeServer,
-		Code: dispatch.ReasonInputWorkLimit, Message: "input work admission limit exceeded"})
+		Code: dispatch.ReasonInputWorkLimit, Message: "input work admission limit exceeded", RetryAfter: minRetryAfterSeconds})
 	p.done(req, "", http.StatusServiceUnavailable)
 }

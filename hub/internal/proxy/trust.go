@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
 	"strings"
@@ -8,14 +9,17 @@ import (
 	"github.com/stargate-router/stargate/pkg/headers"
 )
 
-// bearerMatches reports whether an Authorization value is "Bearer <token>",
-// comparing the token in constant time.
+// bearerMatches reports whether an Authorization value is "Bearer <token>".
+// Both tokens are hashed before the constant-time comparison, which would
+// otherwise return at once on a length mismatch and so tell a prober the
+// token's length.
 func bearerMatches(authorization, token string) bool {
 	scheme, got, ok := strings.Cut(strings.TrimSpace(authorization), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
+	a, b := sha256.Sum256([]byte(strings.TrimSpace(got))), sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
 // steering lists the headers, besides the x-stargate-* family, with which a

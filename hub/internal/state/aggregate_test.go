@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stargate-router/stargate/hub/internal/routing"
+	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/protocol"
 )
 
@@ -98,7 +99,7 @@ func TestAggregateInputTPSSumsValidOnly(t *testing.T) {
 		{"NaN skipped", []float64{math.NaN(), 70}, 70},
 		{"+Inf skipped", []float64{math.Inf(1), 70}, 70},
 		{"none valid", []float64{0, math.NaN()}, 0},
-		{"overflowing sum reported as 0", []float64{math.MaxFloat64, math.MaxFloat64}, 0},
+		{"huge values clamped before they are summed", []float64{math.MaxFloat64, math.MaxFloat64}, 2 * state.MaxStatRate},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _ := newStore()
@@ -112,13 +113,16 @@ func TestAggregateInputTPSSumsValidOnly(t *testing.T) {
 	}
 }
 
-func TestAggregateSaturates(t *testing.T) {
+// A count near the uint64 limit is clamped to MaxStatCount before it is
+// stored, so the cluster's sum is exact instead of saturated (satAdd
+// itself is pinned in internal_test.go).
+func TestAggregateSumsClampedCounts(t *testing.T) {
 	s, _ := newStore()
 	s.Apply(backend("a", "c"), one("m", protocol.ModelStats{QueueSize: math.MaxUint64 - 1, QueuedInputSize: math.MaxUint64}), 0, true)
 	s.Apply(backend("b", "c"), one("m", protocol.ModelStats{QueueSize: 5, QueuedInputSize: 1}), 0, true)
 	st := cluster(t, s, target("m"), "c").Stats
-	if st.QueueSize != math.MaxUint64 || st.QueuedInputSize != math.MaxUint64 {
-		t.Fatalf("sums must saturate: %d %d", st.QueueSize, st.QueuedInputSize)
+	if st.QueueSize != state.MaxStatCount+5 || st.QueuedInputSize != state.MaxStatCount+1 {
+		t.Fatalf("sums = %d %d, want MaxStatCount+5 and MaxStatCount+1", st.QueueSize, st.QueuedInputSize)
 	}
 }
 

@@ -16,6 +16,10 @@ type DebugState struct {
 	Backends []DebugBackend `json:"backends"`
 	// PendingReservations counts every reservation not yet dropped.
 	PendingReservations int `json:"pending_reservations"`
+	// RememberedTargets counts the targets Known remembers from past
+	// registrations (bounded by DefaultRememberedTargets or
+	// RememberTargets).
+	RememberedTargets int `json:"remembered_targets"`
 }
 
 // DebugTarget is one routing target.
@@ -125,6 +129,9 @@ func (s *Store) Debug() any {
 		out.Backends = append(out.Backends, db)
 	}
 	slices.SortFunc(out.Backends, func(a, b DebugBackend) int { return cmp.Compare(a.ID, b.ID) })
+	s.seenMu.Lock()
+	out.RememberedTargets = s.seen.len()
+	s.seenMu.Unlock()
 	return out
 }
 

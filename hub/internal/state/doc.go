@@ -3,6 +3,13 @@
 // statistics and RTT, the per-cluster aggregates and the pending
 // reservations. docs/design/routing-state.md is the contract it implements.
 //
+// Statistics are brought within MaxStatCount and MaxStatRate before they
+// are stored, so no value a pylon sends can make an estimate or a sum
+// overflow. The store also remembers, within a bound, every target a
+// registration has listed since it was built (Known), and signals when a
+// target gains its first active backend (Activated), so a request for a
+// model whose pylons are restarting can wait for them.
+//
 // Writers (registration streams and the proxy's reservations) serialise on
 // one mutex and publish, after every change, an immutable *routing.Snapshot
 // per affected target through an atomic pointer. Readers (Snapshot,

@@ -28,6 +28,16 @@ type Backend struct {
 // Option configures a Store.
 type Option func(*Store)
 
+// RememberTargets bounds how many targets Known remembers beyond the
+// registered ones (DefaultRememberedTargets when n <= 0).
+func RememberTargets(n int) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.seen = newRecent(n)
+		}
+	}
+}
+
 // OnActiveServers registers fn to be called with a target's active backend
 // count every time that count changes, including the final 0 when the target
 // empties; the proxy turns it into the gauge
@@ -60,6 +70,16 @@ type Store struct {
 	generation   uint64 // last Snapshot.Generation handed out
 	reservationN uint64 // last reservation id
 	applySeq     uint64 // order in which upserts were processed
+
+	// activated is closed, and replaced, whenever a target goes from no
+	// active backend to at least one (Activated).
+	activated atomic.Pointer[chan struct{}]
+
+	// seen remembers the targets registrations have listed since the store
+	// was built (Known). It has its own lock so that Known, asked on the
+	// request path, never waits for a writer.
+	seenMu sync.Mutex
+	seen   *recent
 }
 
 // slot is a target's publication point. Readers load it from the index and
@@ -105,7 +125,7 @@ type cluster struct {
 // member is one active backend inside a cluster of a target.
 type member struct {
 	backend    Backend
-	stats      protocol.ModelStats // private deep copy, never modified
+	stats      protocol.ModelStats // private, sanitized deep copy, never modified
 	rtt        time.Duration
 	receivedAt time.Time
 	seq        uint64
@@ -129,11 +149,14 @@ func New(clk clock.Clock, opts ...Option) *Store {
 		backends:     map[string]*backendState{},
 		reservations: map[uint64]*reservation{},
 	}
+	s.seen = newRecent(DefaultRememberedTargets)
 	for _, o := range opts {
 		o(s)
 	}
 	empty := map[routing.Target]*slot{}
 	s.index.Store(&empty)
+	ch := make(chan struct{})
+	s.activated.Store(&ch)
 	return s
 }
 
@@ -164,6 +187,51 @@ func (s *Store) Snapshot(t routing.Target) *routing.Snapshot {
 func (s *Store) Registered(t routing.Target) bool {
 	_, ok := (*s.index.Load())[t]
 	return ok
+}
+
+// Known reports whether some registration has listed t since the store
+// was built, whatever the model's status, and whether one still does: the
+// proxy tells a model that is gone for now (its pylons are restarting) from
+// one nobody serves (docs/hub.md#routing). The store remembers at most
+// DefaultRememberedTargets (or RememberTargets) targets no live
+// registration lists, forgetting the least recently listed first, and never
+// remembers a target whose routing key and model together exceed
+// maxRememberedKeyBytes, so a pylon listing many or huge model ids cannot
+// grow it without bound.
+func (s *Store) Known(t routing.Target) bool {
+	if s.Registered(t) {
+		return true
+	}
+	s.seenMu.Lock()
+	defer s.seenMu.Unlock()
+	return s.seen.contains(t)
+}
+
+// Activated returns a channel that is closed the next time any target goes
+// from no active backend to at least one. A caller waiting for target t
+// takes the channel first and then checks Snapshot(t): a change between
+// the two closes the channel it holds, so no activation is missed.
+func (s *Store) Activated() <-chan struct{} { return *s.activated.Load() }
+
+// HasBackend reports, without side effects, whether cluster clusterID of t
+// has a backend skip does not refuse.
+func (s *Store) HasBackend(t routing.Target, clusterID string, skip func(backendID string) bool) bool {
+	p := s.published(t)
+	if p == nil {
+		return false
+	}
+	i, ok := slices.BinarySearchFunc(p.snap.Clusters, clusterID, func(c routing.ClusterView, id string) int {
+		return cmp.Compare(c.ClusterID, id)
+	})
+	if !ok {
+		return false
+	}
+	for _, b := range p.members[i] {
+		if !skip(b.ID) {
+			return true
+		}
+	}
+	return false
 }
 
 // NextBackend returns the next backend of cluster clusterID for t by
@@ -232,7 +300,8 @@ func (s *Store) ActiveModels(routingKey string) []string {
 //     snapshot now accounts for those requests;
 //   - models b advertised before and reg no longer lists are withdrawn;
 //   - a model whose status is Active, whose stats are present and for which
-//     rttKnown is true is upserted with those stats and rtt, received now;
+//     rttKnown is true is upserted with those stats (brought within
+//     MaxStatCount and MaxStatRate first) and rtt, received now;
 //   - any other listed model (not Active, stats nil, or no RTT: the tunnel
 //     is down or not yet measured) is removed from routing but still counts
 //     as registered.
@@ -275,6 +344,7 @@ func (s *Store) Apply(b Backend, reg *protocol.Registration, rtt time.Duration, 
 		delete(bs.advertised, m)
 	}
 	s.applySeq++
+	s.remember(b.RoutingKey, models)
 	for m, e := range models {
 		t := s.target(c, routing.Target{RoutingKey: b.RoutingKey, Model: m})
 		if _, ok := bs.advertised[m]; !ok {
@@ -282,7 +352,7 @@ func (s *Store) Apply(b Backend, reg *protocol.Registration, rtt time.Duration, 
 		}
 		active := e.Status == protocol.StatusActive && e.Stats != nil && rttKnown
 		if active {
-			s.upsertMember(c, t, &member{backend: b, stats: cloneStats(e.Stats), rtt: rtt, receivedAt: now, seq: s.applySeq})
+			s.upsertMember(c, t, &member{backend: b, stats: sanitizeStats(e.Stats), rtt: rtt, receivedAt: now, seq: s.applySeq})
 		} else {
 			s.removeMember(c, t, bs)
 		}
@@ -450,6 +520,29 @@ func (s *Store) commit(c *change) {
 			if t.active != c.before[t] {
 				s.onActive(t.key, t.active)
 			}
+		}
+	}
+	for _, t := range touched {
+		if t.active > 0 && c.before[t] == 0 {
+			// After publish: a waiter that saw no snapshot holds this
+			// channel or an older, already closed one.
+			next := make(chan struct{})
+			close(*s.activated.Swap(&next))
+			break
+		}
+	}
+}
+
+// remember records the models of one registration in the set Known reads.
+func (s *Store) remember(routingKey string, models map[string]protocol.ModelEntry) {
+	if len(models) == 0 {
+		return
+	}
+	s.seenMu.Lock()
+	defer s.seenMu.Unlock()
+	for m := range models {
+		if len(routingKey)+len(m) <= maxRememberedKeyBytes {
+			s.seen.add(routing.Target{RoutingKey: routingKey, Model: m})
 		}
 	}
 }

@@ -305,3 +305,27 @@ func TestDebug(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// HasBackend answers without moving the round robin: the breaker filter
+// asks it for every cluster on every pass.
+func TestHasBackend(t *testing.T) {
+	s, _ := newStore()
+	s.Apply(backend("a", "c"), one("m", protocol.ModelStats{}), time.Millisecond, true)
+	s.Apply(backend("b", "c"), one("m", protocol.ModelStats{}), time.Millisecond, true)
+	none := func(string) bool { return false }
+	all := func(string) bool { return true }
+	onlyA := func(id string) bool { return id != "a" }
+	if !s.HasBackend(target("m"), "c", none) || s.HasBackend(target("m"), "c", all) || !s.HasBackend(target("m"), "c", onlyA) {
+		t.Fatal("HasBackend does not follow skip")
+	}
+	if s.HasBackend(target("m"), "other", none) || s.HasBackend(target("x"), "c", none) {
+		t.Fatal("an unknown cluster or target has no backend")
+	}
+	first, _ := s.NextBackend(target("m"), "c", nil)
+	for range 3 {
+		s.HasBackend(target("m"), "c", none)
+	}
+	if second, _ := s.NextBackend(target("m"), "c", nil); second.ID == first.ID {
+		t.Fatalf("HasBackend moved the round robin: %s twice", first.ID)
+	}
+}

@@ -44,14 +44,22 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
+// eventually polls cond, an observable condition, every millisecond until
+// it holds; waitTimeout is only the failure deadline. The conditions it
+// serves (a lock free, a timer armed, a session gone) have no event to wait
+// on.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	poll := time.NewTicker(time.Millisecond)
+	defer poll.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline.C:
 			t.Fatalf("timed out waiting for %s", what)
+		case <-poll.C:
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -172,6 +180,7 @@ type testPylon struct {
 	done chan struct{} // closed when ServeConn returns
 
 	regs      chan protocol.Registration // lines for the registration stream
+	rawRegs   chan string                // raw lines for the registration stream, written as given
 	regEnd    chan struct{}              // close to finish the registration stream
 	regClosed chan struct{}              // closed when the registration handler returns
 	health    chan struct{}              // receives on every /health
@@ -201,7 +210,7 @@ func dialPylon(t *testing.T, addr string, hs protocol.Handshake, tlsCfg *tls.Con
 	}
 	p := &testPylon{
 		t: t, conn: conn, done: make(chan struct{}),
-		regs: make(chan protocol.Registration, 100), regEnd: make(chan struct{}),
+		regs: make(chan protocol.Registration, 100), rawRegs: make(chan string, 100), regEnd: make(chan struct{}),
 		regClosed: make(chan struct{}), health: make(chan struct{}, 1000),
 	}
 	_ = conn.SetDeadline(time.Now().Add(waitTimeout))
@@ -249,6 +258,13 @@ func (p *testPylon) serveRegistration(w http.ResponseWriter, r *http.Request) {
 		select {
 		case reg := <-p.regs:
 			if err := enc.Encode(reg); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		case line := <-p.rawRegs:
+			if _, err := io.WriteString(w, line+"\n"); err != nil {
 				return
 			}
 			if err := rc.Flush(); err != nil {

@@ -429,6 +429,31 @@ func TestRegistrationForAnotherIDClosesSession(t *testing.T) {
 	eventually(t, "the close reason in the log", func() bool { return strings.Contains(h.logs.String(), "protocol violation") })
 }
 
+// Statistics JSON cannot hold for their type (a negative count, a rate
+// beyond float64) make the line undecodable: the session ends as a
+// protocol violation and nothing of the line reaches the Handler, so no
+// wrapped or infinite value can enter the routing state through a tunnel.
+func TestOutOfRangeStatisticsCloseSession(t *testing.T) {
+	for name, stats := range map[string]string{
+		"negative count":    `{"queue_size":-1}`,
+		"count beyond u64":  `{"queued_input_size":18446744073709551616}`,
+		"fractional count":  `{"num_running_queries":1.5}`,
+		"rate beyond f64":   `{"last_mean_input_tps":1e400}`,
+		"priority over u32": `{"queue_time_estimate_ms_by_priority":{"4294967296":1}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := startHub(t, Config{Clock: clock.NewFake(epoch)})
+			p := dialPylon(t, h.addr, handshake("p1"), nil, nil)
+			p.rawRegs <- `{"v":1,"seq":1,"inference_server_id":"p1","models":{"m":{"status":"active","stats":` + stats + `}}}`
+			recv(t, h.rec.disconnected, "Disconnected after an undecodable registration")
+			if len(h.rec.registered) != 0 {
+				t.Fatal("an undecodable registration reached the Handler")
+			}
+			eventually(t, "the close reason in the log", func() bool { return strings.Contains(h.logs.String(), "protocol violation") })
+		})
+	}
+}
+
 func TestRegistrationEndLetsInFlightRequestsFinish(t *testing.T) {
 	h := startHub(t, Config{Clock: clock.NewFake(epoch)})
 	started, release := make(chan struct{}), make(chan struct{})

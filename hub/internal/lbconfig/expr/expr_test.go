@@ -2,6 +2,8 @@ package expr
 
 import (
 	"errors"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -147,12 +149,17 @@ func TestIsPlainNumber(t *testing.T) {
 	}
 }
 
-// FuzzParseExpression checks that Parse never panics, that it stays within
-// its limits, and that any accepted expression re-parses from its parts.
+// FuzzParseExpression parses arbitrary header values. A refusal must be a
+// typed *Error naming one of the rules. An accepted expression must be
+// within the limits (length, parameter count, no comma), have unique keys
+// of the documented form and values of the four kinds, and survive a
+// round trip: written back canonically (format) it parses to the same
+// expression, and that form is never longer than the input.
 func FuzzParseExpression(f *testing.F) {
 	for _, s := range []string{
 		"pulsar;seed=x", `pulsar;seed="a\"b"`, "wait-and-widen;n=3;next_bucket_unlock_factor=0.125",
 		"power-of-n;sample_count=64", "x;a=?1", "p;k=:aGk=:", "p;k=-12.5", "p;k=1.", "p; a=1 ", `"`, ";", "",
+		"p;a=007;b=-0.0;c=1.500;d=*tok/x:y;e=\"\\\\\"", "m;k=999999999999999;j=-999999999999.999",
 	} {
 		f.Add(s)
 	}
@@ -178,5 +185,43 @@ func FuzzParseExpression(f *testing.F) {
 				t.Fatalf("Parse(%q): bad kind", raw)
 			}
 		}
+		canonical := format(e)
+		again, err := Parse(canonical)
+		if err != nil {
+			t.Fatalf("Parse(%q) accepted, its canonical form %q refused: %v", raw, canonical, err)
+		}
+		if !reflect.DeepEqual(e, again) {
+			t.Fatalf("Parse(%q) = %+v, its canonical form %q parses to %+v", raw, e, canonical, again)
+		}
+		if len(canonical) > len(raw) {
+			t.Fatalf("canonical form %q of %q is longer than the input", canonical, raw)
+		}
 	})
+}
+
+// format writes e back as a header value in the shortest canonical form:
+// no spaces, integers without leading zeros, decimals with the digits
+// they need (and a ".0" so they stay decimals), strings with only the two
+// escapes.
+func format(e Expression) string {
+	var b strings.Builder
+	b.WriteString(e.Method)
+	for _, p := range e.Params {
+		b.WriteString(";" + p.Key + "=")
+		switch v := p.Value; v.Kind {
+		case Integer:
+			b.WriteString(strconv.FormatInt(v.Int, 10))
+		case Decimal:
+			d := strconv.FormatFloat(v.Dec, 'f', -1, 64)
+			if !strings.Contains(d, ".") {
+				d += ".0"
+			}
+			b.WriteString(d)
+		case Token:
+			b.WriteString(v.Text)
+		case String:
+			b.WriteString(`"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v.Text) + `"`)
+		}
+	}
+	return b.String()
 }
