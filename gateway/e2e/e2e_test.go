@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,28 +18,18 @@ import (
 // TestOpenAISDK drives gateway -> hub -> pylon -> mock engine with the
 // official SDK: chat (non-streaming, aggregated by the gateway), a chat
 // stream, a Responses call, and a multi-turn conversation keyed by
-// prompt_cache_key whose later turns report cached tokens.
+// prompt_cache_key whose later turns report cached tokens. The hub always
+// requires the gateway's token (the stack is started with it, never
+// depending on what a binary's --help happens to say), so every answer
+// here also proves the gateway -> hub authentication, and a caller
+// without the token is refused.
 func TestOpenAISDK(t *testing.T) {
 	e := newEnv(t)
 	keys := filepath.Join(t.TempDir(), "keys")
 	if err := os.WriteFile(keys, []byte("sk-e2e alice\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	gwFlags := []string{"--api-keys-file", keys, "--last-cluster-enabled"}
-	// Gateway -> hub auth, when this hub build checks it: only the
-	// gateway's token may steer routing (affinity key, hints).
-	if help, _ := exec.Command(bin.hub, "--help").CombinedOutput(); strings.Contains(string(help), "--gateway-token-file") {
-		tok := filepath.Join(t.TempDir(), "hub-token")
-		if err := os.WriteFile(tok, []byte("gw-secret\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		hubFlags = []string{"--gateway-token-file", tok}
-		t.Cleanup(func() { hubFlags = nil })
-		gwFlags = append(gwFlags, "--hub-token-file", tok)
-	} else {
-		t.Log("this hub build has no --gateway-token-file; gateway -> hub auth not exercised")
-	}
-	gw, metricsURL := e.stack(gwFlags...)
+	h, gw, metricsURL := e.stack("--api-keys-file", keys, "--last-cluster-enabled")
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	client := openai.NewClient(option.WithBaseURL(gw+"/v1/"), option.WithAPIKey("sk-e2e"),
@@ -48,6 +37,11 @@ func TestOpenAISDK(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
+	t.Run("HubRequiresTheGatewayToken", func(t *testing.T) {
+		if status, b, err := e.hubGet(h, "/v1/models", false); err != nil || status != http.StatusUnauthorized {
+			t.Fatalf("hub without the gateway token: %d %s %v, want 401", status, b, err)
+		}
+	})
 	t.Run("Unauthorized", func(t *testing.T) {
 		bad := openai.NewClient(option.WithBaseURL(gw+"/v1/"), option.WithAPIKey("nope"),
 			option.WithHTTPClient(&http.Client{Transport: tr}), option.WithMaxRetries(0))

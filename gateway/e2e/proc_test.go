@@ -3,11 +3,16 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,28 +123,55 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, cl: &http.Client{Transport: tr}}
 }
 
-func (e *env) waitReady(p *proc, url string) error {
-	deadline := time.Now().Add(readyTimeout)
+// poll checks cond every interval until it holds, and returns nil, or
+// until timeout has passed, and returns cond's last error. The processes
+// under test signal readiness only through their endpoints (a probe, a
+// metric, a listed model), so the tests poll those observable conditions;
+// nothing waits a fixed time.
+func poll(timeout, interval time.Duration, cond func() error) error {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
 	for {
-		if p.exited() {
-			return fmt.Errorf("%s exited before it was ready", p.name)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := e.cl.Do(req)
+		err := cond()
 		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
-		}
-		cancel()
-		if err == nil && resp.StatusCode == http.StatusOK {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready at %s within %v", p.name, url, readyTimeout)
+			return fmt.Errorf("after %v: %w", timeout, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		<-tick.C
 	}
+}
+
+// errExited ends a poll whose process has died: it will never be ready.
+var errExited = errors.New("exited before it was ready")
+
+func (e *env) waitReady(p *proc, url string) error {
+	var exited error
+	err := poll(readyTimeout, 20*time.Millisecond, func() error {
+		if p.exited() {
+			exited = fmt.Errorf("%s %w", p.name, errExited)
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := e.cl.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s %s: status %d", p.name, url, resp.StatusCode)
+		}
+		return nil
+	})
+	if exited != nil {
+		return exited
+	}
+	return err
 }
 
 // start launches a child on fresh ports, retrying when it lost a port.
@@ -175,72 +207,120 @@ func (e *env) startProc(name, path string, nports int, args func([]int) []string
 	}
 }
 
-// stack starts mock engine, hub, pylon and gateway and returns the
-// gateway's base URL and its metrics URL.
-func (e *env) stack(gatewayFlags ...string) (gw, metrics string) {
-	hubURL := e.backend()
-	return e.gateway(hubURL, gatewayFlags...)
+// stack starts mock engine, hub, pylon and gateway and returns the hub
+// and the gateway's base URL and its metrics URL.
+func (e *env) stack(gatewayFlags ...string) (h hub, gw, metrics string) {
+	h = e.backend()
+	gw, metrics = e.gateway(h, gatewayFlags...)
+	return h, gw, metrics
 }
 
-// hubFlags are extra flags for the next backend's hub.
-var hubFlags []string
+// hub is a running hub: its API URL and the file holding the token only
+// the gateway sends it, and the base URL of the mock engine behind it.
+type hub struct {
+	url, tokenFile string
+	engine         string
+}
 
-// backend starts mock engine, hub and pylon and returns the hub's URL
-// once it lists the model.
-func (e *env) backend() string {
+// secret writes a fresh secret file for this test and returns its path.
+func (e *env) secret(name string) string {
+	e.t.Helper()
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	path := filepath.Join(e.t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return path
+}
+
+// backend starts mock engine, hub and pylon, with every credential a
+// deployment uses (the gateway token on the hub's API, the registration
+// token on its tunnel listener), and returns the hub once it lists the
+// model.
+func (e *env) backend() hub {
+	gwToken, regToken := e.secret("gateway-token"), e.secret("registration-token")
 	mock := e.start("mock-engine", bin.mock, 1, func(p []int) []string {
 		return []string{"--listen", addr(p[0]), "--model-name", model, "--drain-timeout", "2s"}
 	}, func(p []int) string { return "http://" + addr(p[0]) + "/health" })
-	hub := e.start("hub", bin.hub, 3, func(p []int) []string {
-		return append([]string{"--listen", addr(p[0]), "--backend-listen", addr(p[1]), "--metrics-listen", addr(p[2]), "--drain-timeout", "2s"}, hubFlags...)
+	hp := e.start("hub", bin.hub, 3, func(p []int) []string {
+		return []string{"--listen", addr(p[0]), "--backend-listen", addr(p[1]), "--metrics-listen", addr(p[2]), "--drain-timeout", "2s",
+			"--gateway-token-file", gwToken, "--registration-token-file", regToken}
 	}, func(p []int) string { return "http://" + addr(p[0]) + "/readyz" })
 	e.start("pylon", bin.pylon, 2, func(p []int) []string {
-		return []string{"--stargate-address", addr(hub[1]), "--upstream-http-base-url", "http://" + addr(mock[0]),
+		return []string{"--stargate-address", addr(hp[1]), "--upstream-http-base-url", "http://" + addr(mock[0]),
 			"--model-name", model, "--inference-server-id", "pylon-1", "--cluster-id", "cluster-1",
 			"--listen", addr(p[0]), "--metrics-listen", addr(p[1]), "--initial-input-tps", "100000",
-			"--min-update-interval-ms", "100", "--drain-timeout", "2s"}
+			"--min-update-interval-ms", "100", "--drain-timeout", "2s",
+			// The tunnel is plaintext on loopback; a deployment uses TLS.
+			"--auth-token-file", regToken, "--insecure-plaintext"}
 	}, func(p []int) string { return "http://" + addr(p[0]) + "/readyz" })
+	h := hub{url: "http://" + addr(hp[0]), tokenFile: gwToken, engine: "http://" + addr(mock[0])}
 	// The model is routable once the hub lists it.
-	hubURL := "http://" + addr(hub[0])
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		resp, err := e.cl.Get(hubURL + "/v1/models")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			if strings.Contains(string(b), model) {
-				break
-			}
+	err := poll(readyTimeout, 20*time.Millisecond, func() error {
+		status, b, err := e.hubGet(h, "/v1/models", true)
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatal("the hub never listed the model")
+		if status != http.StatusOK || !strings.Contains(b, model) {
+			return fmt.Errorf("GET /v1/models: %d %s", status, b)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		e.t.Fatalf("the hub never listed the model: %v", err)
 	}
-	return hubURL
+	return h
 }
 
-// gateway starts one gateway in front of hubURL.
-func (e *env) gateway(hubURL string, flags ...string) (gw, metrics string) {
+// hubGet sends GET path to the hub, with the gateway's token when
+// withToken, and returns the status and body.
+func (e *env) hubGet(h hub, path string, withToken bool) (int, string, error) {
+	req, _ := http.NewRequest(http.MethodGet, h.url+path, nil)
+	if withToken {
+		tok, err := os.ReadFile(h.tokenFile)
+		if err != nil {
+			return 0, "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
+	resp, err := e.cl.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	return resp.StatusCode, string(b), nil
+}
+
+// gateway starts one gateway in front of h, sending h's token.
+func (e *env) gateway(h hub, flags ...string) (gw, metrics string) {
 	ports := e.start("gateway", bin.gateway, 2, func(p []int) []string {
-		return append([]string{"--listen", addr(p[0]), "--metrics-listen", addr(p[1]), "--hub-url", hubURL,
-			"--drain-timeout", "2s"}, flags...)
+		return append([]string{"--listen", addr(p[0]), "--metrics-listen", addr(p[1]), "--hub-url", h.url,
+			"--hub-token-file", h.tokenFile, "--drain-timeout", "2s"}, flags...)
 	}, func(p []int) string { return "http://" + addr(p[0]) + "/readyz" })
 	return "http://" + addr(ports[0]), "http://" + addr(ports[1]) + "/metrics"
 }
 
-// olricGateway starts a gateway with an embedded Olric node joining
-// peers (memberlist addresses) and returns it with its gossip address.
-func (e *env) olricGateway(hubURL string, peers []string, flags ...string) (p *proc, gw, metrics, gossip string) {
+// olricGateway starts a gateway in front of h with an embedded Olric node
+// joining peers (memberlist addresses), authenticated with the shared
+// secret file olricSecret, and returns it with its gossip address.
+func (e *env) olricGateway(h hub, olricSecret string, peers []string, flags ...string) (p *proc, gw, metrics, gossip string) {
 	p, ports := e.startProc("gateway", bin.gateway, 4, func(p []int) []string {
-		return append([]string{"--listen", addr(p[0]), "--metrics-listen", addr(p[1]), "--hub-url", hubURL,
-			"--drain-timeout", "2s", "--olric-enabled", "--olric-bind-addr", "127.0.0.1", "--olric-bind-port", strconv.Itoa(p[2]),
+		return append([]string{"--listen", addr(p[0]), "--metrics-listen", addr(p[1]), "--hub-url", h.url,
+			"--hub-token-file", h.tokenFile, "--drain-timeout", "2s",
+			"--olric-enabled", "--olric-bind-addr", "127.0.0.1", "--olric-bind-port", strconv.Itoa(p[2]),
 			"--olric-memberlist-bind-addr", "127.0.0.1", "--olric-memberlist-bind-port", strconv.Itoa(p[3]),
 			"--olric-peers", strings.Join(peers, ","), "--olric-max-join-attempts", "3", "--olric-join-retry-interval", "200ms",
-			"--olric-routing-refresh", "200ms"}, flags...)
+			"--olric-routing-refresh", olricRoutingRefresh.String(), "--olric-auth-secret-file", olricSecret}, flags...)
 	}, func(p []int) string { return "http://" + addr(p[0]) + "/readyz" })
 	return p, "http://" + addr(ports[0]), "http://" + addr(ports[1]) + "/metrics", addr(ports[3])
 }
+
+// olricRoutingRefresh is the test gateways' --olric-routing-refresh:
+// after the partition owners settle, every cluster client knows them
+// within this time.
+const olricRoutingRefresh = 200 * time.Millisecond
 
 // kill SIGKILLs the process and waits for it.
 func (p *proc) kill() {

@@ -52,6 +52,8 @@ printf 'sk-netns test\n' >"$work/keys"
 printf 'netns-token\n' >"$work/token"
 printf '{"demo-model":{"max_wait_ms":10000}}\n' >"$work/model.json"
 printf '127.0.0.1 localhost\n' >"$work/hosts"
+# The chart mounts a generated shared secret; every node needs the same one.
+printf 'netns-olric-shared-secret-0123456789abcdefghij\n' >"$work/olric-secret"
 
 ip netns add "$ns-sw"
 ip -n "$ns-sw" link add br0 type bridge
@@ -72,7 +74,8 @@ for i in 1 2 3; do
 	mapfile -t env < <(sed -e "s/=@fieldRef:status.podIP$/=$addr/" \
 		-e "s|=/etc/stargate/api-keys/keys$|=$work/keys|" \
 		-e "s|=/etc/stargate/hub-token/token$|=$work/token|" \
-		-e "s|=/etc/stargate/model-config/model-config.json$|=$work/model.json|" "$work/env")
+		-e "s|=/etc/stargate/model-config/model-config.json$|=$work/model.json|" \
+		-e "s|=/etc/stargate/olric-auth/secret$|=$work/olric-secret|" "$work/env")
 	ip netns exec "$ns-$i" env -i PATH=/usr/bin:/bin GODEBUG=netdns=go "${env[@]}" \
 		unshare --mount --propagation private sh -c "mount --bind '$work/hosts' /etc/hosts && exec '$bin/gateway'" \
 		>"$work/gateway-$i.log" 2>&1 &

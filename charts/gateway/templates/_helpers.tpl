@@ -59,6 +59,23 @@ needs a second member).
 {{- printf "%s-olric" (include "gateway.fullname" .) }}
 {{- end }}
 
+{{/* The Secret holding Olric's shared secret: the operator's, or the generated one. */}}
+{{- define "gateway.olricAuthSecret" -}}
+{{- default (printf "%s-olric-auth" (include "gateway.fullname" .)) .Values.olric.auth.existingSecret }}
+{{- end }}
+
+{{- define "gateway.olricAuthKey" -}}
+{{- if .Values.olric.auth.existingSecret }}{{ .Values.olric.auth.existingSecretKey }}{{ else }}secret{{ end }}
+{{- end }}
+
+{{/*
+Olric's shared secret is mounted when Olric runs with auth; running
+without it must be asked for in config, as the binary requires.
+*/}}
+{{- define "gateway.olricAuth" -}}
+{{- if and .Values.olric.enabled .Values.olric.auth.enabled }}true{{ end }}
+{{- end }}
+
 {{/*
 An environment value as text: YAML numbers arrive as float64, and a whole
 one must not print as 8.388608e+06.
@@ -90,12 +107,12 @@ The container environment: the settings the chart wires itself, then
 .Values.config by name (values.schema.json keeps the two apart), then
 .Values.extraEnv.
 
-Olric in a pod: the data listener binds the pod IP (its member name, and
-where the cluster client dials); memberlist binds 0.0.0.0 and advertises
-the pod IP. Bound to the pod IP, memberlist would refuse to start, because
-the headless Service's answer always holds the pod's own address and Olric
-rejects a peer list that contains its own bind address (observed with
-tools/charts/olric-netns.sh).
+Olric in a pod: the data listener and memberlist both bind the pod IP
+(the data address is the member's name, which peers and the gateway's own
+cluster client dial; the binary refuses a wildcard, which Olric would
+replace by an address it guesses), and memberlist advertises it. The
+headless Service's answer holds the pod's own address too; the gateway's
+discovery drops it. The shared secret is a file from a Secret.
 */}}
 {{- define "gateway.env" -}}
 {{- $env := list
@@ -112,18 +129,27 @@ tools/charts/olric-netns.sh).
 {{- if .Values.modelConfig }}
 {{- $env = append $env (dict "name" "GATEWAY_MODEL_CONFIG" "value" "/etc/stargate/model-config/model-config.json") }}
 {{- end }}
+{{- if .Values.tls.enabled }}
+{{- $env = concat $env (list
+  (dict "name" "GATEWAY_TLS_CERT_PATH" "value" "/etc/stargate/tls/tls.crt")
+  (dict "name" "GATEWAY_TLS_KEY_PATH" "value" "/etc/stargate/tls/tls.key")
+) }}
+{{- end }}
 {{- $env = append $env (dict "name" "OLRIC_ENABLED" "value" (toString .Values.olric.enabled)) }}
 {{- if .Values.olric.enabled }}
 {{- $podIP := dict "fieldRef" (dict "fieldPath" "status.podIP") }}
 {{- $env = concat $env (list
   (dict "name" "OLRIC_BIND_ADDR" "valueFrom" $podIP)
   (dict "name" "OLRIC_BIND_PORT" "value" (toString .Values.olric.port))
-  (dict "name" "OLRIC_MEMBERLIST_BIND_ADDR" "value" "0.0.0.0")
+  (dict "name" "OLRIC_MEMBERLIST_BIND_ADDR" "valueFrom" $podIP)
   (dict "name" "OLRIC_MEMBERLIST_BIND_PORT" "value" (toString .Values.olric.memberlistPort))
   (dict "name" "OLRIC_MEMBERLIST_ADVERTISE_ADDR" "valueFrom" $podIP)
   (dict "name" "OLRIC_K8S_SERVICE" "value" (printf "%s.%s.svc.%s" (include "gateway.olricService" .) .Release.Namespace .Values.clusterDomain))
   (dict "name" "OLRIC_REPLICA_COUNT" "value" (include "gateway.olricReplicaCount" .))
 ) }}
+{{- if include "gateway.olricAuth" . }}
+{{- $env = append $env (dict "name" "OLRIC_AUTH_SECRET_FILE" "value" "/etc/stargate/olric-auth/secret") }}
+{{- end }}
 {{- end }}
 {{- with include "gateway.goMemLimit" . }}
 {{- $env = append $env (dict "name" "GOMEMLIMIT" "value" .) }}

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 )
+
+// readyRe is the log line the gateway writes once its API is served.
+var readyRe = regexp.MustCompile(`msg=ready`)
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
@@ -30,7 +33,8 @@ func TestHelpListsEveryEnvVar(t *testing.T) {
 		"STARGATE_LAST_CLUSTER_LOCAL_MAX_ENTRIES", "OLRIC_ENABLED", "OLRIC_ENV", "OLRIC_BIND_ADDR", "OLRIC_BIND_PORT",
 		"OLRIC_MEMBERLIST_BIND_ADDR", "OLRIC_MEMBERLIST_BIND_PORT", "OLRIC_PEERS", "OLRIC_REPLICA_COUNT",
 		"OLRIC_PARTITION_COUNT", "OLRIC_STARTUP_TIMEOUT", "RATE_LIMIT_FAIL_OPEN", "STARGATE_URL",
-		"OTEL_EXPORTER_OTLP_ENDPOINT", "GATEWAY_OTEL_SAMPLE_RATIO", "--otel-endpoint", "--otel-sample-ratio"} {
+		"OTEL_EXPORTER_OTLP_ENDPOINT", "GATEWAY_OTEL_SAMPLE_RATIO", "--otel-endpoint", "--otel-sample-ratio",
+		"STARGATE_RESPONSE_HEADER_TIMEOUT", "STARGATE_REQUEST_TIMEOUT", "GATEWAY_TLS_CERT_PATH", "GATEWAY_TLS_KEY_PATH"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("--help lacks %s", v)
 		}
@@ -47,14 +51,7 @@ func TestServesAndDrains(t *testing.T) {
 		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--insecure-no-auth", "--drain-timeout", "1s"},
 			func(string) string { return "" }, &bytes.Buffer{}, &errb)
 	}()
-	for !strings.Contains(errb.String(), "msg=ready") {
-		time.Sleep(5 * time.Millisecond)
-		select {
-		case code := <-done:
-			t.Fatalf("exited %d: %s", code, errb.String())
-		default:
-		}
-	}
+	errb.waitFor(t, readyRe, done)
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -114,22 +113,8 @@ func TestTracesExported(t *testing.T) {
 				return ""
 			}, &bytes.Buffer{}, &errb)
 	}()
-	var addr string
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if m := listenRe.FindStringSubmatch(errb.String()); m != nil && strings.Contains(errb.String(), "msg=ready") {
-			addr = m[1]
-			break
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("exited %d: %s", code, errb.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %s", errb.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	addr := errb.waitFor(t, listenRe, done)[1]
+	errb.waitFor(t, readyRe, done)
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/embeddings", strings.NewReader(`{"model":"m","input":"x"}`))
 	req.Header.Set("Content-Type", "application/json")

@@ -15,6 +15,33 @@ var ErrEmptyStream = errors.New("upstream stream carried no choices")
 // ErrNoTerminal means a Responses stream ended without a terminal event.
 var ErrNoTerminal = errors.New("responses stream ended without a terminal response event")
 
+// UpstreamError is an error event in a chat stream (data with a top-level
+// "error", as vLLM and OpenAI send when generation fails mid-stream): the
+// answer is not whole, so it must not be aggregated into one.
+type UpstreamError struct {
+	// Message is the event's error message, or its raw error value when
+	// that has no message.
+	Message string
+}
+
+func (e *UpstreamError) Error() string { return "upstream stream error: " + e.Message }
+
+// upstreamError reads an error event's "error" value: an object with a
+// message, or anything else taken as it is.
+func upstreamError(raw json.RawMessage) *UpstreamError {
+	var obj struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &obj) == nil && obj.Message != "" {
+		return &UpstreamError{Message: obj.Message}
+	}
+	var str string
+	if json.Unmarshal(raw, &str) == nil {
+		return &UpstreamError{Message: str}
+	}
+	return &UpstreamError{Message: string(raw)}
+}
+
 type chunk struct {
 	ID                string          `json:"id"`
 	Created           int64           `json:"created"`
@@ -23,6 +50,7 @@ type chunk struct {
 	ServiceTier       *string         `json:"service_tier"`
 	Usage             json.RawMessage `json:"usage"`
 	Choices           []chunkChoice   `json:"choices"`
+	Error             json.RawMessage `json:"error"`
 }
 
 type chunkChoice struct {
@@ -84,12 +112,15 @@ type ChatAggregator struct {
 	output      bool
 }
 
-// Add folds one event's data in. Unparseable data is an error: the
-// stream is corrupt.
+// Add folds one event's data in. Unparseable data is an error (the
+// stream is corrupt), and so is an error event (*UpstreamError).
 func (a *ChatAggregator) Add(data []byte) error {
 	var c chunk
 	if err := json.Unmarshal(data, &c); err != nil {
 		return err
+	}
+	if len(c.Error) > 0 && string(c.Error) != "null" {
+		return upstreamError(c.Error)
 	}
 	if !a.started {
 		a.started = true

@@ -44,9 +44,15 @@ func NewEventReader(r io.Reader) *EventReader {
 // Next returns the next event. At the end of the body it returns io.EOF;
 // a final event without its blank line is still returned first. Comment
 // lines are kept in Raw (relayed) but carry no data.
+//
+// The data lines are kept as offsets into Raw, which holds a copy of
+// every line: the lines ReadSlice returns point into the reader's buffer,
+// which the next read overwrites when the rest of the event arrives in a
+// later read (found by FuzzEventReader: a data line and its blank line
+// delivered apart came out as other bytes).
 func (r *EventReader) Next() (*Event, error) {
 	ev := &Event{}
-	var data [][]byte
+	var data []span
 	for {
 		line, err := r.br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -65,28 +71,49 @@ func (r *EventReader) Next() (*Event, error) {
 			if len(ev.Raw)+len(line) > MaxEventBytes {
 				return nil, ErrEventTooLarge
 			}
+			start := len(ev.Raw)
 			ev.Raw = append(ev.Raw, line...)
 			content := bytes.TrimRight(line, "\r\n")
 			switch {
 			case len(content) == 0:
-				if len(ev.Raw) > len(line) || len(data) > 0 {
-					ev.Data = bytes.Join(data, []byte("\n"))
+				if start > 0 || len(data) > 0 {
+					ev.Data = joinData(ev.Raw, data)
 					return ev, nil
 				}
 				ev.Raw = ev.Raw[:0] // stray blank line between events
 				continue
 			case bytes.HasPrefix(content, []byte("data:")):
-				data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(content, []byte("data:")), []byte(" ")))
+				v := bytes.TrimPrefix(bytes.TrimPrefix(content, []byte("data:")), []byte(" "))
+				end := start + len(content)
+				data = append(data, span{end - len(v), end})
 			case bytes.HasPrefix(content, []byte("event:")):
 				ev.Type = string(bytes.TrimSpace(bytes.TrimPrefix(content, []byte("event:"))))
 			}
 		}
 		if err != nil {
 			if len(ev.Raw) > 0 && errors.Is(err, io.EOF) {
-				ev.Data = bytes.Join(data, []byte("\n"))
+				ev.Data = joinData(ev.Raw, data)
 				return ev, nil
 			}
 			return nil, err
 		}
 	}
+}
+
+// span is a data line's value as offsets into an event's Raw.
+type span struct{ start, end int }
+
+// joinData joins the data values at spans of raw with '\n'.
+func joinData(raw []byte, spans []span) []byte {
+	if len(spans) == 1 {
+		return raw[spans[0].start:spans[0].end:spans[0].end]
+	}
+	var out []byte
+	for i, s := range spans {
+		if i > 0 {
+			out = append(out, '\n')
+		}
+		out = append(out, raw[s.start:s.end]...)
+	}
+	return out
 }

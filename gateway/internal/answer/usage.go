@@ -2,6 +2,7 @@ package answer
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/valyala/fastjson"
 )
@@ -108,6 +109,14 @@ type EventInfo struct {
 	// which the gateway drops when it asked for usage on the client's
 	// behalf.
 	UsageOnly bool
+	// Error is true for an error event: data with a non-null top-level
+	// "error" (what the OpenAI SDKs treat as a stream error) or a
+	// Responses event of type "error". The client has then been told the
+	// stream failed, so the gateway adds no error event of its own.
+	Error bool
+	// Seq is the event's sequence_number (Responses events carry one),
+	// 0 when absent; the gateway numbers an error event it adds after it.
+	Seq int64
 }
 
 // Inspect reads one event's data. It tolerates anything: an event it
@@ -127,12 +136,18 @@ func Inspect(data []byte) EventInfo {
 				ToolCalls        json.RawMessage `json:"tool_calls"`
 			} `json:"delta"`
 		} `json:"choices"`
-		Delta string `json:"delta"`
+		Delta string          `json:"delta"`
+		Error json.RawMessage `json:"error"`
+		// Seq stays raw so that an odd value costs only itself, not the
+		// rest of what the event tells.
+		Seq json.RawMessage `json:"sequence_number"`
 	}
 	var info EventInfo
 	if json.Unmarshal(data, &ev) != nil {
 		return info
 	}
+	info.Seq, _ = strconv.ParseInt(string(ev.Seq), 10, 64)
+	info.Error = ev.Type == "error" || len(ev.Error) > 0 && string(ev.Error) != "null"
 	if u, ok := ParseUsage(ev.Usage); ok {
 		info.Usage = &u
 		info.UsageOnly = len(ev.Choices) == 0 && ev.Type == ""

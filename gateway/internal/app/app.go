@@ -20,6 +20,7 @@ import (
 	"github.com/stargate-router/stargate/pkg/obs"
 	"github.com/stargate-router/stargate/pkg/openai"
 	"github.com/stargate-router/stargate/pkg/serve"
+	"github.com/stargate-router/stargate/pkg/tlsfiles"
 )
 
 // ServiceName is the gateway's OpenTelemetry service name (the
@@ -58,12 +59,29 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Gateway, error)
 	if g.apiLn, err = serve.Listen("listen", cfg.Listen); err != nil {
 		return nil, err
 	}
+	if g.apiLn, err = withTLS(g.apiLn, cfg, log); err != nil {
+		return nil, err
+	}
 	if g.metricsLn, err = serve.Listen("metrics-listen", cfg.MetricsListen); err != nil {
 		_ = g.apiLn.Close()
 		return nil, err
 	}
 	g.hub = hubclient.New(cfg.HubURL, cfg.HubConnectTimeout, cfg.HubTokenFile)
 	return g, nil
+}
+
+// withTLS wraps the API listener in TLS when --tls-cert-path is set (it
+// closes ln on error). The listener is served by pkg/serve, which takes
+// any net.Listener: net/http then sees *tls.Conn connections and serves
+// HTTP/2 to clients that negotiate h2 through ALPN, HTTP/1.1 to the rest.
+// The certificate is loaded on every handshake, so a rotated Secret is
+// served from the next connection on without a restart.
+func withTLS(ln net.Listener, cfg *config.Config, log *slog.Logger) (net.Listener, error) {
+	if cfg.TLSCertPath == "" {
+		return ln, nil
+	}
+	log.Info("the API listener serves TLS", "addr", ln.Addr().String(), "cert", cfg.TLSCertPath)
+	return tlsfiles.Listener(ln, cfg.TLSCertPath, cfg.TLSKeyPath)
 }
 
 // Run serves until ctx ends, then drains: HTTP, then in-flight
@@ -93,8 +111,8 @@ func (g *Gateway) Run(ctx context.Context) error {
 		}
 	})
 	err := serve.Run(ctx, g.log, g.cfg.Drain, func() { g.ready.Set(false) },
-		serve.Server{Name: "api", Listener: g.apiLn, Handler: g.apiMux()},
-		serve.Server{Name: "metrics", Listener: g.metricsLn, Handler: obs.MetricsMux(g.reg, false)})
+		serve.Server{Name: "api", Listener: g.apiLn, Handler: g.apiMux(), Limits: g.cfg.Limits},
+		serve.Server{Name: "metrics", Listener: g.metricsLn, Handler: obs.MetricsMux(g.reg, false), Limits: g.cfg.Limits})
 	cancel()
 	wg.Wait()
 	g.stop(p)

@@ -1,5 +1,6 @@
 // Package app brings the gateway up and down around its parts. New opens
-// the listeners and the metrics registry; Run answers probes at once and
+// the listeners (the API one in TLS with --tls-cert-path) and the metrics
+// registry; Run answers probes at once and
 // the API with 503 until the embedded Olric node (when enabled) has
 // started and joined, then wires the stores, the rate limiter, the
 // last-cluster tracker and the hub client into the HTTP server. When its

@@ -37,8 +37,8 @@ func (g *Gateway) start(ctx context.Context, p *parts) error {
 	var h http.Handler = server.New(server.Deps{
 		Hub: g.hub, Tracker: p.tracker, Limiter: limiter, Metrics: g.m, Log: g.log, Clock: g.clk,
 		Keys: cfg.APIKeys, Models: cfg.Models, MaxBodyBytes: cfg.MaxBodyBytes, RoutingKeyPrefix: cfg.RoutingKeyPrefix,
-		ModelURIAllowlist: cfg.ModelURIAllowlist,
-		HubRequestTimeout: cfg.HubRequestTimeout, DefaultMaxOutputTokens: cfg.RateLimit.DefaultMaxOutputTokens,
+		ModelURIAllowlist: cfg.ModelURIAllowlist, DefaultMaxOutputTokens: cfg.RateLimit.DefaultMaxOutputTokens,
+		HubResponseHeaderTimeout: cfg.HubResponseHeaderTimeout, HubRequestTimeout: cfg.HubRequestTimeout,
 		TracerProvider: tp,
 	})
 	g.api.Store(&h)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/stargate-router/stargate/gateway/internal/olricnode"
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/obs"
+	"github.com/stargate-router/stargate/pkg/serve"
 )
 
 // Config is everything bin/gateway reads at startup.
@@ -27,6 +29,8 @@ type Config struct {
 	MetricsListen string
 	// Drain bounds the graceful drain on SIGTERM (--drain-timeout).
 	Drain time.Duration
+	// Limits bound slow clients on the API and metrics listeners.
+	Limits serve.Limits
 	// Log selects the log encoding and level.
 	Log obs.LogConfig
 
@@ -40,10 +44,20 @@ type Config struct {
 	HubTokenFile string
 	// HubConnectTimeout is the dial timeout to the hub.
 	HubConnectTimeout time.Duration
+	// HubResponseHeaderTimeout bounds the wait for the hub's response
+	// head, streams included, so a hung hub cannot hold its clients
+	// forever; 0 means no bound. The default leaves room for the hub's
+	// routing wait and a long prefill (docs/gateway.md#hub-timeouts).
+	HubResponseHeaderTimeout time.Duration
 	// HubRequestTimeout bounds a whole non-streaming exchange; 0 means no
 	// bound. Streams are never cut by it: a long generation is not a
 	// failure.
 	HubRequestTimeout time.Duration
+
+	// TLSCertPath and TLSKeyPath, set together, make the API listener
+	// (--listen) serve TLS with that pair, re-read on every handshake so a
+	// rotated certificate applies without a restart.
+	TLSCertPath, TLSKeyPath string
 
 	// MaxBodyBytes caps a request body; larger bodies get 413.
 	MaxBodyBytes int64
@@ -97,6 +111,12 @@ type Olric struct {
 	olricnode.Config
 	LastClusterDMap string
 	RateLimitDMap   string
+	// AuthSecretFile holds the secret shared by every replica; Load reads
+	// it once into Config.AuthSecret (olric.go says why not per use).
+	AuthSecretFile string
+	// InsecureNoAuth lets a node with peers, discovery or an address off
+	// loopback run without the secret (development only).
+	InsecureNoAuth bool
 }
 
 // RateLimit is the admission configuration.
@@ -178,11 +198,15 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	fs.String(&c.Listen, "listen", "GATEWAY_LISTEN", "127.0.0.1:8080", "HTTP listen address host:port")
 	fs.String(&c.MetricsListen, "metrics-listen", "GATEWAY_METRICS_LISTEN", "127.0.0.1:9464", "Prometheus /metrics listen address host:port")
 	fs.Duration(&c.Drain, "drain-timeout", "GATEWAY_DRAIN_TIMEOUT", 30*time.Second, "on SIGTERM, how long in-flight requests and streams may finish before connections are closed")
+	c.Limits.Flags(fs, "GATEWAY")
 	c.Log.Register(fs, "GATEWAY_")
 	fs.String(&hubURL, "hub-url", "STARGATE_URL", "http://127.0.0.1:8000", "hub base URL (scheme and host; a path is rejected)")
 	fs.String(&c.HubTokenFile, "hub-token-file", "GATEWAY_HUB_TOKEN_FILE", "", "file holding the bearer token sent to the hub as Authorization (re-read per request)")
 	fs.Duration(&c.HubConnectTimeout, "hub-connect-timeout", "STARGATE_CONNECT_TIMEOUT", 2*time.Second, "dial timeout to the hub")
-	fs.Duration(&c.HubRequestTimeout, "hub-request-timeout", "STARGATE_REQUEST_TIMEOUT", 0, "bound on a whole non-streaming hub exchange; 0 = none (streams are never cut)")
+	fs.Duration(&c.HubResponseHeaderTimeout, "hub-response-header-timeout", "STARGATE_RESPONSE_HEADER_TIMEOUT", DefaultHubResponseHeaderTimeout, "bound on the wait for the hub's response head, streams included (504 past it); covers the hub's routing wait and a long prefill; 0 = none")
+	fs.Duration(&c.HubRequestTimeout, "hub-request-timeout", "STARGATE_REQUEST_TIMEOUT", DefaultHubRequestTimeout, "bound on a whole non-streaming hub exchange (504 past it); 0 = none (streams are never cut)")
+	fs.String(&c.TLSCertPath, "tls-cert-path", "GATEWAY_TLS_CERT_PATH", "", "certificate chain (PEM) the API listener (--listen) serves; with --tls-key-path enables TLS (HTTP/2 and HTTP/1.1); re-read on every handshake")
+	fs.String(&c.TLSKeyPath, "tls-key-path", "GATEWAY_TLS_KEY_PATH", "", "private key (PEM) of --tls-cert-path")
 	fs.Int64(&c.MaxBodyBytes, "max-body-bytes", "GATEWAY_MAX_BODY_BYTES", 8<<20, "largest accepted request body; larger bodies get 413")
 	fs.Bool(&c.RoutingKeyPrefix, "routing-key-prefix", "GATEWAY_ROUTING_KEY_PREFIX", false, "split the body's model on the first '/' into x-routing-key and x-model")
 	fs.String(&apiKeysFile, "api-keys-file", "GATEWAY_API_KEYS_FILE", "", "file with one client API key per line, optionally followed by a name")
@@ -200,17 +224,19 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 
 	fs.Bool(&c.Olric.Enabled, "olric-enabled", "OLRIC_ENABLED", false, "start the embedded Olric node shared by the rate limiter and the last-cluster store")
 	fs.String(&c.Olric.Env, "olric-env", "OLRIC_ENV", "local", "memberlist timing profile: local, lan or wan")
-	fs.String(&c.Olric.BindAddr, "olric-bind-addr", "OLRIC_BIND_ADDR", "0.0.0.0", "Olric data (RESP) bind address")
+	fs.String(&c.Olric.BindAddr, "olric-bind-addr", "OLRIC_BIND_ADDR", "127.0.0.1", "Olric data (RESP) bind IP, also the member's name that peers and the gateway's own client dial: 127.0.0.1 alone, this host's or pod's IP with peers (no wildcard)")
 	fs.Int(&c.Olric.BindPort, "olric-bind-port", "OLRIC_BIND_PORT", 3320, "Olric data (RESP) port")
-	fs.String(&c.Olric.MemberlistBindAddr, "olric-memberlist-bind-addr", "OLRIC_MEMBERLIST_BIND_ADDR", "0.0.0.0", "memberlist (gossip, TCP+UDP) bind address")
+	fs.String(&c.Olric.MemberlistBindAddr, "olric-memberlist-bind-addr", "OLRIC_MEMBERLIST_BIND_ADDR", "127.0.0.1", "memberlist (gossip, TCP+UDP) bind IP: 127.0.0.1 alone, this host's or pod's IP with peers (no wildcard)")
 	fs.Int(&c.Olric.MemberlistBindPort, "olric-memberlist-bind-port", "OLRIC_MEMBERLIST_BIND_PORT", 3322, "memberlist port, TCP and UDP; also advertised, so uniform across replicas")
-	fs.String(&c.Olric.MemberlistAdvertiseAddr, "olric-memberlist-advertise-addr", "OLRIC_MEMBERLIST_ADVERTISE_ADDR", "", "address advertised to peers (default: memberlist's choice, e.g. the pod IP)")
+	fs.String(&c.Olric.MemberlistAdvertiseAddr, "olric-memberlist-advertise-addr", "OLRIC_MEMBERLIST_ADVERTISE_ADDR", "", "gossip IP advertised to peers; empty: the memberlist bind IP (set it only behind NAT)")
 	fs.String(&peers, "olric-peers", "OLRIC_PEERS", "", "comma-separated memberlist addresses host:port of other replicas (wins over --olric-k8s-service)")
 	fs.String(&c.Olric.K8sService, "olric-k8s-service", "OLRIC_K8S_SERVICE", "", "headless Service DNS name resolved to pod IPs for discovery when --olric-peers is empty")
+	fs.String(&c.Olric.AuthSecretFile, "olric-auth-secret-file", "OLRIC_AUTH_SECRET_FILE", "", "file holding the secret every replica shares (at least 32 bytes, read at startup): the data port then requires AUTH and gossip is encrypted; required once peers, discovery or a non-loopback address are set")
+	fs.Bool(&c.Olric.InsecureNoAuth, "olric-insecure-no-auth", "OLRIC_INSECURE_NO_AUTH", false, "run an Olric node with peers, discovery or a non-loopback address without --olric-auth-secret-file: anyone reaching its ports can rewrite rate limits and session hints (development only)")
 	fs.Int(&c.Olric.ReplicaCount, "olric-replica-count", "OLRIC_REPLICA_COUNT", 1, "copies of each partition (1 = no backup)")
 	fs.Uint64(&c.Olric.PartitionCount, "olric-partition-count", "OLRIC_PARTITION_COUNT", 23, "partitions (prime; each touched partition reserves a table, keep small)")
 	fs.Uint64(&c.Olric.TableSize, "olric-table-size", "OLRIC_TABLE_SIZE", 1<<16, "initial bytes of each partition's storage table")
-	fs.Duration(&c.Olric.StartupTimeout, "olric-startup-timeout", "OLRIC_STARTUP_TIMEOUT", 15*time.Second, "how long start and join may take before the gateway gives up")
+	fs.Duration(&c.Olric.StartupTimeout, "olric-startup-timeout", "OLRIC_STARTUP_TIMEOUT", 15*time.Second, "how long start, join and the cluster client's first connection may take, after discovery, before the gateway gives up")
 	fs.Duration(&c.Olric.ShutdownTimeout, "olric-shutdown-timeout", "OLRIC_SHUTDOWN_TIMEOUT", 5*time.Second, "bound on the graceful leave")
 	fs.Int(&c.Olric.MaxJoinAttempts, "olric-max-join-attempts", "OLRIC_MAX_JOIN_ATTEMPTS", 10, "join attempts before forming a cluster alone")
 	fs.Duration(&c.Olric.JoinRetry, "olric-join-retry-interval", "OLRIC_JOIN_RETRY_INTERVAL", time.Second, "pause between join attempts")
@@ -232,6 +258,9 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 		return nil, err
 	}
 	var errs []error
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	u, err := parseHubURL(hubURL)
 	if err != nil {
 		errs = append(errs, err)
@@ -244,6 +273,15 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	}
 	if c.MaxBodyBytes <= 0 {
 		errs = append(errs, errors.New("--max-body-bytes (GATEWAY_MAX_BODY_BYTES) must be > 0"))
+	}
+	if c.HubResponseHeaderTimeout < 0 {
+		errs = append(errs, errors.New("--hub-response-header-timeout (STARGATE_RESPONSE_HEADER_TIMEOUT) must be >= 0 (0 = none)"))
+	}
+	if c.HubRequestTimeout < 0 {
+		errs = append(errs, errors.New("--hub-request-timeout (STARGATE_REQUEST_TIMEOUT) must be >= 0 (0 = none)"))
+	}
+	if err := checkTLS(c.TLSCertPath, c.TLSKeyPath); err != nil {
+		errs = append(errs, err)
 	}
 	if apiKeysFile != "" {
 		b, err := os.ReadFile(apiKeysFile) //nolint:gosec // G304: the operator names this file.
@@ -320,42 +358,37 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	return c, nil
 }
 
-func (o *Olric) validate(peers string) []error {
-	var errs []error
-	for p := range strings.SplitSeq(peers, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			o.Peers = append(o.Peers, p)
-		}
+// The hub timeouts' defaults. The response head must come within
+// 5 minutes: the hub itself waits at most 60 s for routing capacity (the
+// x-max-wait-ms cap) and then gives each attempt 30 s to its head (five
+// attempts with its default retries), and an engine that sends its head
+// only after the prefill needs tens of seconds for a 120k-token prompt;
+// 5 minutes is above all of that together, so only a hub that hangs
+// reaches it. A whole non-streaming exchange may take 15 minutes: above
+// the OpenAI SDKs' own 10-minute default, so a client with default
+// settings gives up first, and enough for about 16k output tokens at 20
+// tokens/s; longer answers should stream, which this bound never cuts.
+const (
+	// DefaultHubResponseHeaderTimeout is --hub-response-header-timeout's
+	// default.
+	DefaultHubResponseHeaderTimeout = 5 * time.Minute
+	// DefaultHubRequestTimeout is --hub-request-timeout's default.
+	DefaultHubRequestTimeout = 15 * time.Minute
+)
+
+// checkTLS accepts both TLS paths or neither, and a pair that loads now,
+// so a wrong path fails at startup instead of at the first handshake.
+func checkTLS(cert, key string) error {
+	switch {
+	case cert == "" && key == "":
+		return nil
+	case cert == "" || key == "":
+		return errors.New("--tls-cert-path (GATEWAY_TLS_CERT_PATH) and --tls-key-path (GATEWAY_TLS_KEY_PATH): set both or neither")
 	}
-	switch o.Env {
-	case "local", "lan", "wan":
-	default:
-		errs = append(errs, fmt.Errorf("--olric-env (OLRIC_ENV) %q: want local, lan or wan", o.Env))
+	if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+		return fmt.Errorf("--tls-cert-path (GATEWAY_TLS_CERT_PATH) / --tls-key-path (GATEWAY_TLS_KEY_PATH): %w", err)
 	}
-	switch o.LogLevel {
-	case "DEBUG", "INFO", "WARN", "ERROR":
-	default:
-		errs = append(errs, fmt.Errorf("--olric-log-level (OLRIC_LOG_LEVEL) %q: want DEBUG, INFO, WARN or ERROR", o.LogLevel))
-	}
-	check := func(ok bool, msg string) {
-		if !ok {
-			errs = append(errs, errors.New(msg))
-		}
-	}
-	check(o.BindPort > 0 && o.BindPort < 65536, "--olric-bind-port (OLRIC_BIND_PORT) must be 1..65535 (Olric has no ephemeral ports)")
-	check(o.MemberlistBindPort > 0 && o.MemberlistBindPort < 65536, "--olric-memberlist-bind-port (OLRIC_MEMBERLIST_BIND_PORT) must be 1..65535")
-	check(o.ReplicaCount >= 1, "--olric-replica-count (OLRIC_REPLICA_COUNT) must be >= 1")
-	check(o.PartitionCount >= 1, "--olric-partition-count (OLRIC_PARTITION_COUNT) must be >= 1")
-	check(o.TableSize >= 1024, "--olric-table-size (OLRIC_TABLE_SIZE) must be >= 1024")
-	check(o.StartupTimeout > 0, "--olric-startup-timeout (OLRIC_STARTUP_TIMEOUT) must be > 0")
-	check(o.ShutdownTimeout > 0, "--olric-shutdown-timeout (OLRIC_SHUTDOWN_TIMEOUT) must be > 0")
-	check(o.MaxJoinAttempts >= 1, "--olric-max-join-attempts (OLRIC_MAX_JOIN_ATTEMPTS) must be >= 1")
-	check(o.JoinRetry > 0, "--olric-join-retry-interval (OLRIC_JOIN_RETRY_INTERVAL) must be > 0")
-	check(o.RoutingRefresh > 0, "--olric-routing-refresh (OLRIC_ROUTING_REFRESH) must be > 0")
-	check(o.ClientOpTimeout > 0, "--olric-client-timeout (OLRIC_CLIENT_TIMEOUT) must be > 0")
-	check(o.LastClusterDMap != "", "--olric-last-cluster-dmap (OLRIC_LAST_CLUSTER_DMAP_NAME) must not be empty")
-	check(o.RateLimitDMap != "", "--olric-dmap-name (OLRIC_DMAP_NAME) must not be empty")
-	return errs
+	return nil
 }
 
 func parseHubURL(s string) (*url.URL, error) {

@@ -56,6 +56,8 @@ func TestErrorsNameTheField(t *testing.T) {
 		{[]string{"--insecure-no-auth"}, map[string]string{"GATEWAY_OTEL_SAMPLE_RATIO": "1.5"}, "--otel-sample-ratio 1.5: must be between 0 and 1 (GATEWAY_OTEL_SAMPLE_RATIO)"},
 		{[]string{"--insecure-no-auth", "--otel-sample-ratio", "-0.1"}, nil, "--otel-sample-ratio"},
 		{[]string{"--insecure-no-auth", "--otel-sample-ratio", "half"}, nil, "otel-sample-ratio"},
+		{[]string{"--insecure-no-auth", "--read-stall-timeout", "0s"}, nil, "--read-stall-timeout must be > 0"},
+		{[]string{"--insecure-no-auth"}, map[string]string{"GATEWAY_IDLE_TIMEOUT": "0s"}, "--idle-timeout must be > 0"},
 	} {
 		_, err := Load(tc.args, env(tc.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -35,11 +35,22 @@ func New(base *url.URL, connectTimeout time.Duration, tokenFile string) *Client 
 		IdleConnTimeout:     90 * time.Second,
 		// Bodies are relayed byte for byte; transparent gzip would change
 		// what the client sees.
-		DisableCompression:    true,
-		ResponseHeaderTimeout: 0, // the hub may queue a request for its wait budget
+		DisableCompression: true,
+		// The wait for the response head is bounded per request by the
+		// server on its injected clock (--hub-response-header-timeout),
+		// not here, so tests can drive it without sleeping.
+		ResponseHeaderTimeout: 0,
 		ForceAttemptHTTP2:     false,
 	}
-	return &Client{base: base, hc: &http.Client{Transport: tr}, tokenFile: tokenFile}
+	return NewWithTransport(base, tr, tokenFile)
+}
+
+// NewWithTransport is New over the caller's transport instead of the
+// production one, which speaks HTTP/1.1 only: tests use it to reach an
+// HTTP/2 upstream, whose broken streams arrive as stream resets rather
+// than closed connections.
+func NewWithTransport(base *url.URL, rt http.RoundTripper, tokenFile string) *Client {
+	return &Client{base: base, hc: &http.Client{Transport: rt}, tokenFile: tokenFile}
 }
 
 // Outbound is what the gateway sends for one request: the trusted header

@@ -36,6 +36,13 @@ type Config struct {
 	RoutingRefresh  time.Duration
 	ClientOpTimeout time.Duration
 	LogLevel        string
+	// AuthSecret is the secret every member of the cluster shares. Set,
+	// the data port answers only connections that AUTH with Password(it)
+	// (every client of this node sends it), and memberlist seals gossip
+	// with a key derived from it, so a process without it can neither
+	// read nor write entries nor join. Empty runs open, which the gateway
+	// allows only for a node reachable on loopback alone (Exposure).
+	AuthSecret string
 	// Resolve looks up K8sService; nil uses net.DefaultResolver.
 	Resolve func(ctx context.Context, host string) ([]string, error)
 	// LocalAddrs lists this host's interface addresses, which discovery
@@ -55,14 +62,52 @@ type Node struct {
 }
 
 // Start creates the node, joins its peers and returns once Olric reports
-// it started (joined, or formed a cluster alone after the join attempts).
-// An error means the gateway must not serve: a node that cannot start
-// within StartupTimeout is fatal, since serving without the shared state
-// would silently split rate limits and hints per replica.
+// it started (joined, or formed a cluster alone after the join attempts)
+// and the cluster client reached it. An error means the gateway must not
+// serve: a node that cannot start within StartupTimeout is fatal, since
+// serving without the shared state would silently split rate limits and
+// hints per replica.
 //
 // Olric's Started callback uses process-global counters, so nodes in one
 // process (tests) must be started one after another.
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
+	c := olricConfig(cfg, log)
+	peers, err := discover(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	c.Peers = peers
+	// Discovery has its own bound (its attempts); the startup timeout
+	// covers what follows: start, join and the cluster client.
+	deadline := time.Now().Add(cfg.StartupTimeout)
+	ready := make(chan struct{})
+	c.Started = func() { close(ready) }
+	if err := c.Sanitize(); err != nil {
+		return nil, fmt.Errorf("olric config: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("olric config: %w", err)
+	}
+	db, err := olric.New(c)
+	if err != nil {
+		return nil, fmt.Errorf("olric: %w", err)
+	}
+	// olric.New resolved the bind address and named the member after it.
+	n := &Node{db: db, cfg: cfg, errc: make(chan error, 1), self: c.MemberlistConfig.Name}
+	go func() { n.errc <- db.Start() }()
+	if err := n.waitStarted(ctx, ready, deadline); err != nil {
+		return nil, err
+	}
+	n.embedded = db.NewEmbeddedClient()
+	if n.cluster, err = dialCluster(ctx, cfg, n.self, deadline, log); err != nil {
+		n.shutdownDB()
+		return nil, err
+	}
+	return n, nil
+}
+
+// olricConfig translates cfg into Olric's configuration, peers aside.
+func olricConfig(cfg Config, log *slog.Logger) *config.Config {
 	c := config.New(cfg.Env)
 	c.BindAddr, c.BindPort = cfg.BindAddr, cfg.BindPort
 	c.MemberlistConfig.BindAddr = cfg.MemberlistBindAddr
@@ -87,60 +132,79 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 	// default (1 MiB x 271 partitions) shows as hundreds of MB of heap.
 	c.DMaps.Engine = config.NewEngine()
 	c.DMaps.Engine.Config["tableSize"] = cfg.TableSize
-	peers, err := discover(ctx, cfg, log)
-	if err != nil {
-		return nil, err
+	if cfg.AuthSecret != "" {
+		c.Authentication = &config.Authentication{Password: Password(cfg.AuthSecret)}
+		// memberlist builds its keyring from SecretKey and, with the
+		// verify flags, drops unsealed packets instead of accepting them.
+		c.MemberlistConfig.SecretKey = gossipKey(cfg.AuthSecret)
+		c.MemberlistConfig.GossipVerifyIncoming, c.MemberlistConfig.GossipVerifyOutgoing = true, true
+	} else if why := cfg.Exposure(); why != "" {
+		log.Warn("olric runs without authentication although other processes can reach it: anyone who reaches its ports can rewrite rate-limit counters and last-cluster hints", "exposure", why)
 	}
-	c.Peers = peers
-	ready := make(chan struct{})
-	c.Started = func() { close(ready) }
-	if err := c.Sanitize(); err != nil {
-		return nil, fmt.Errorf("olric config: %w", err)
-	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("olric config: %w", err)
-	}
-	db, err := olric.New(c)
-	if err != nil {
-		return nil, fmt.Errorf("olric: %w", err)
-	}
-	// olric.New resolved the bind address and named the member after it.
-	n := &Node{db: db, cfg: cfg, errc: make(chan error, 1), self: c.MemberlistConfig.Name}
-	go func() { n.errc <- db.Start() }()
-	timer := time.NewTimer(cfg.StartupTimeout)
+	return c
+}
+
+// waitStarted waits for Olric's Started callback, a Start error, the
+// startup deadline or ctx, and takes the node down on all but the first.
+func (n *Node) waitStarted(ctx context.Context, ready <-chan struct{}, deadline time.Time) error {
+	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
 	case <-ready:
+		return nil
 	case err := <-n.errc:
 		// Start errors (port in use) never fire Started, and may leave
 		// the listeners that did bind running.
-		_ = shutdownWithin(db.Shutdown, cfg.ShutdownTimeout)
-		return nil, fmt.Errorf("olric start on %s:%d / memberlist %d: %w", cfg.BindAddr, cfg.BindPort, cfg.MemberlistBindPort, err)
+		_ = shutdownWithin(n.db.Shutdown, n.cfg.ShutdownTimeout)
+		return fmt.Errorf("olric start on %s:%d / memberlist %d: %w", n.cfg.BindAddr, n.cfg.BindPort, n.cfg.MemberlistBindPort, err)
 	case <-timer.C:
 		n.shutdownDB()
-		return nil, fmt.Errorf("olric did not start within --olric-startup-timeout %s", cfg.StartupTimeout)
+		return fmt.Errorf("olric did not start within --olric-startup-timeout %s", n.cfg.StartupTimeout)
 	case <-ctx.Done():
 		n.shutdownDB()
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	n.embedded = db.NewEmbeddedClient()
-	seed := cfg.BindAddr
-	if seed == "" || seed == "0.0.0.0" || seed == "::" {
-		seed = "127.0.0.1"
-	}
+}
+
+// dialCluster connects the cluster client to the node at self, retried
+// every JoinRetry until the startup deadline. self is the address the data
+// listener bound, as Olric resolved it, never the configured one (Olric
+// replaces a wildcard by a private IP it picks, so dialling loopback there
+// found nothing and the gateway could not start). Retried because members
+// that start together are still exchanging routing tables when Started
+// fires, and the node may then not answer the client's first commands
+// within ClientOpTimeout: seen as "i/o timeout" with three gateways
+// started at once on a loaded 2-core machine. A failed attempt leaves its
+// few sockets to the node open (Olric returns no client to close them),
+// bounded by the number of attempts.
+func dialCluster(ctx context.Context, cfg Config, self string, deadline time.Time, log *slog.Logger) (*olric.ClusterClient, error) {
 	cc := config.NewClient()
 	cc.DialTimeout, cc.ReadTimeout, cc.WriteTimeout = cfg.ClientOpTimeout, cfg.ClientOpTimeout, cfg.ClientOpTimeout
 	// No client retries: a retried Incr after a timeout could count twice.
 	cc.MaxRetries = -1
-	cl, err := olric.NewClusterClient([]string{net.JoinHostPort(seed, strconv.Itoa(cfg.BindPort))},
-		olric.WithConfig(cc), olric.WithRoutingTableFetchInterval(cfg.RoutingRefresh),
-		olric.WithLogger(slog.NewLogLogger(log.With("component", "olric-client").Handler(), slog.LevelWarn)))
-	if err != nil {
-		n.shutdownDB()
-		return nil, fmt.Errorf("olric cluster client: %w", err)
+	opts := []olric.ClusterClientOption{olric.WithConfig(cc), olric.WithRoutingTableFetchInterval(cfg.RoutingRefresh),
+		olric.WithLogger(slog.NewLogLogger(log.With("component", "olric-client").Handler(), slog.LevelWarn))}
+	if cfg.AuthSecret != "" {
+		opts = append(opts, olric.WithPassword(Password(cfg.AuthSecret)))
 	}
-	n.cluster = cl
-	return n, nil
+	for attempt := 1; ; attempt++ {
+		cl, err := olric.NewClusterClient([]string{self}, opts...)
+		if err == nil {
+			return cl, nil
+		}
+		if time.Until(deadline) < cfg.JoinRetry {
+			return nil, fmt.Errorf("olric cluster client to %s, %d attempts within --olric-startup-timeout %s: %w",
+				self, attempt, cfg.StartupTimeout, err)
+		}
+		log.Warn("olric cluster client cannot reach its node yet; retrying", "addr", self, "attempt", attempt, "err", err)
+		t := time.NewTimer(cfg.JoinRetry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // discover returns the static peers, or the headless Service's addresses
@@ -219,6 +283,10 @@ func normalizeIP(a string) string {
 	}
 	return a
 }
+
+// DataAddr is the host:port the data (RESP) listener bound and peers
+// dial: the member's name in the cluster.
+func (n *Node) DataAddr() string { return n.self }
 
 // Embedded is the in-process client (no network hop for local partitions).
 func (n *Node) Embedded() *olric.EmbeddedClient { return n.embedded }

@@ -25,17 +25,30 @@ func TestShutdownWithinGivesUp(t *testing.T) {
 		}
 		close(release)
 
+		// A shutdown still running inside the bound: shutdownWithin
+		// waits for it, and returns its result as soon as it ends.
 		sentinel := errors.New("closed")
+		finish := make(chan struct{})
+		done := make(chan error, 1)
 		start = time.Now()
-		err = shutdownWithin(func(ctx context.Context) error {
-			if _, ok := ctx.Deadline(); !ok {
-				return errors.New("no deadline passed to the shutdown")
-			}
-			time.Sleep(time.Second)
-			return sentinel
-		}, 5*time.Second)
-		if !errors.Is(err, sentinel) || time.Since(start) != time.Second {
-			t.Fatalf("prompt shutdown: err %v after %v, want its own error after 1s", err, time.Since(start))
+		go func() {
+			done <- shutdownWithin(func(ctx context.Context) error {
+				if _, ok := ctx.Deadline(); !ok {
+					return errors.New("no deadline passed to the shutdown")
+				}
+				<-finish
+				return sentinel
+			}, 5*time.Second)
+		}()
+		synctest.Wait() // both goroutines blocked: the shutdown runs, shutdownWithin waits
+		select {
+		case err := <-done:
+			t.Fatalf("shutdownWithin returned %v before the shutdown finished", err)
+		default:
+		}
+		close(finish)
+		if err := <-done; !errors.Is(err, sentinel) || time.Since(start) != 0 {
+			t.Fatalf("prompt shutdown: err %v after %v, want its own error at once", err, time.Since(start))
 		}
 	})
 }

@@ -1,9 +1,12 @@
 package request
 
 import (
+	"bytes"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParseFields(t *testing.T) {
@@ -97,33 +100,143 @@ func TestRewriteForceStream(t *testing.T) {
 	}
 }
 
-// FuzzParse: no body panics any endpoint's parser; an accepted body has a
-// model, and the payload of a valid body is valid JSON.
+// FuzzParse: no body panics any endpoint's parser, and a valid JSON body
+// whose members are not repeated (fastjson keeps a repeated key's first
+// value, encoding/json its last, so they cannot be compared there) parses
+// to what encoding/json reads from it: the model is a non-empty string
+// without control characters (else the body is refused), and model,
+// stream, stream_options.include_usage, prompt_cache_key and the output
+// maximum (the first non-zero of max_completion_tokens, max_tokens,
+// max_output_tokens) are the decoded values. The payload of an accepted
+// body is valid JSON.
 func FuzzParse(f *testing.F) {
 	f.Add(0, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"prompt_cache_key":"k"}`))
 	f.Add(1, []byte(`{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"x"}]}],"conversation":{"id":"c"}}`))
-	f.Add(2, []byte(`{"model":"m","prompt":["a","b"]}`))
+	f.Add(2, []byte(`{"model":"m","prompt":["a","b"],"stream":true,"stream_options":{"include_usage":true},"max_tokens":0,"max_output_tokens":7}`))
 	f.Add(3, []byte(`{"model":"m","input":[[1,2],[3]]}`))
 	f.Add(0, []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],"tools":[{}],"stop":["a"]}`))
+	f.Add(0, []byte(`{"model":"m\u0007","messages":[{"role":"user","content":"x"}]}`))
+	f.Add(1, []byte(`{"model":"m","input":"x","max_completion_tokens":5,"max_tokens":9,"prompt_cache_key":"p\u00e9"}`))
+	f.Add(0, []byte("{\"model\":\"a\xffb\",\"messages\":[{\"role\":\"u\",\"content\":\"\\ud800\"}]}"))
 	f.Fuzz(func(t *testing.T, e int, body []byte) {
 		ep := Endpoint(((e % 4) + 4) % 4)
 		r, oe := Parse(ep, body)
-		if oe != nil {
-			if oe.Status != 400 {
-				t.Fatalf("status %d", oe.Status)
-			}
-			return
+		if oe != nil && oe.Status != 400 {
+			t.Fatalf("status %d", oe.Status)
 		}
-		if r.Model == "" {
+		if oe == nil && r.Model == "" {
 			t.Fatal("accepted without a model")
 		}
 		// fastjson accepts a few invalid number spellings (000) and keeps
 		// them raw, so validity is only promised for valid bodies; the
 		// engine rejects the others.
-		if p := r.Payload(); p != nil && json.Valid(body) && !json.Valid(p) {
-			t.Fatalf("payload %q is not JSON", p)
+		if oe == nil && json.Valid(body) {
+			if p := r.Payload(); p != nil && !json.Valid(p) {
+				t.Fatalf("payload %q is not JSON", p)
+			}
+		}
+		want, ok := parseOracle(body)
+		if !ok {
+			return
+		}
+		if !want.modelOK {
+			if oe == nil {
+				t.Fatalf("accepted a body whose model is missing, empty, not a string or has a control character: %s", body)
+			}
+			return
+		}
+		if oe != nil {
+			return // refused for a field the oracle does not read
+		}
+		pck := ""
+		if r.PromptCacheKey != nil {
+			pck = *r.PromptCacheKey
+		}
+		if ep == Embeddings {
+			want.pck = ""
+		}
+		if r.Model != want.model || r.Stream != want.stream || r.IncludeUsage != want.includeUsage || pck != want.pck ||
+			want.maxKnown && r.MaxOutput != want.maxOutput {
+			t.Fatalf("%s parsed to model %q stream %v usage %v pck %q max %d; encoding/json reads %+v",
+				body, r.Model, r.Stream, r.IncludeUsage, pck, r.MaxOutput, want)
 		}
 	})
+}
+
+// parsed is what encoding/json reads from a body's common fields.
+type parsed struct {
+	model                string
+	modelOK              bool
+	stream, includeUsage bool
+	pck                  string
+	maxOutput            int64
+	maxKnown             bool
+}
+
+// parseOracle decodes body with encoding/json; ok is false when the body
+// is not a JSON object, repeats a member of it or of stream_options, or
+// holds text the two decoders treat differently: invalid UTF-8 and
+// surrogate escapes (encoding/json turns a lone one into U+FFFD, fastjson
+// keeps its six characters).
+func parseOracle(body []byte) (p parsed, ok bool) {
+	var top map[string]json.RawMessage
+	if !json.Valid(body) || !utf8.Valid(body) || surrogateEscape.Match(body) ||
+		json.Unmarshal(body, &top) != nil || top == nil || !uniqueMembers(body) {
+		return p, false
+	}
+	if err := json.Unmarshal(top["model"], &p.model); err == nil && top["model"] != nil {
+		p.modelOK = p.model != "" && !strings.ContainsFunc(p.model, func(r rune) bool { return r < 0x20 || r == 0x7f })
+	}
+	var so map[string]json.RawMessage
+	if raw := top["stream_options"]; raw != nil && json.Unmarshal(raw, &so) == nil && so != nil {
+		if !uniqueMembers(raw) {
+			return p, false
+		}
+		_ = json.Unmarshal(so["include_usage"], &p.includeUsage)
+	}
+	_ = json.Unmarshal(top["stream"], &p.stream)
+	_ = json.Unmarshal(top["prompt_cache_key"], &p.pck)
+	p.maxKnown = true
+	for _, f := range []string{"max_completion_tokens", "max_tokens", "max_output_tokens"} {
+		var n json.Number
+		if raw := top[f]; raw != nil && json.Unmarshal(raw, &n) == nil && n != "" {
+			v, err := n.Int64()
+			if err != nil {
+				p.maxKnown = false
+			} else if p.maxOutput == 0 {
+				p.maxOutput = v
+			}
+		}
+	}
+	return p, true
+}
+
+// surrogateEscape matches a \u escape of a UTF-16 surrogate.
+var surrogateEscape = regexp.MustCompile(`(?i)\\ud[89a-f]`)
+
+// uniqueMembers reports whether the JSON object b names each member once.
+func uniqueMembers(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		k, _ := tok.(string)
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // FuzzAppendString: the payload string encoder matches encoding/json byte

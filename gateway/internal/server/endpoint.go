@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -20,6 +21,7 @@ import (
 	"github.com/stargate-router/stargate/gateway/internal/metrics"
 	"github.com/stargate-router/stargate/gateway/internal/ratelimit"
 	"github.com/stargate-router/stargate/gateway/internal/request"
+	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/headers"
 	"github.com/stargate-router/stargate/pkg/openai"
 )
@@ -56,7 +58,32 @@ type exchange struct {
 	session string
 	// outputSeen is set once the first event carrying output was timed.
 	outputSeen bool
+
+	// hubCtx is the hub exchange's context: its cause says which
+	// deadline, if any, ended it.
+	hubCtx context.Context
+	// head is the response-head timer (nil without one); headState says
+	// whether the head or the timer came first.
+	head      clock.Timer
+	headState atomic.Int32
+	// abort is set when a stream was cut short: after the error event the
+	// handler aborts the client's connection (see endpoint).
+	abort bool
 }
+
+// The states of an exchange's response-head timer: the first of the head
+// and the timer to leave headPending wins.
+const (
+	headPending int32 = iota
+	headArrived
+	headLate
+)
+
+// Causes of a hub exchange that the gateway ended; both answer 504.
+var (
+	errHubHeadTimeout    = errors.New("the hub sent no response head within --hub-response-header-timeout")
+	errHubRequestTimeout = errors.New("the hub exchange outlasted --hub-request-timeout")
+)
 
 // endpoint serves one POST API: parse the body, admit the request, call
 // the hub with the session's last cluster as a hint, and write the answer
@@ -72,7 +99,7 @@ func (s *Server) endpoint(e request.Endpoint) http.HandlerFunc {
 		ctx := x.startSpan()
 		defer x.endSpan()
 		x.p.Out.LastCluster = s.d.Tracker.Lookup(ctx, x.target)
-		ctx, cancel := x.hubDeadline(ctx)
+		ctx, cancel := x.hubDeadlines(ctx)
 		defer cancel()
 		resp, ok := x.callHub(ctx)
 		if !ok {
@@ -80,6 +107,15 @@ func (s *Server) endpoint(e request.Endpoint) http.HandlerFunc {
 		}
 		defer func() { _ = resp.Body.Close() }()
 		x.respond(ctx, resp)
+		if x.abort {
+			// The stream was cut short and the client has its error
+			// event. Aborting the response (HTTP/2: RST_STREAM; HTTP/1.1:
+			// the connection closes without the last chunk) also shows
+			// the cut to clients and proxies that do not read SSE errors,
+			// as the hub and the pylon show it on their hops. The
+			// deferred settlement, span end and metrics still run.
+			panic(http.ErrAbortHandler)
+		}
 	}
 }
 
@@ -194,25 +230,86 @@ func (x *exchange) startSpan() context.Context {
 	return ctx
 }
 
-// endSpan records the status the client got and ends the server span.
+// endSpan records the status the client got and ends the server span; a
+// stream that was cut short is an error whatever its status.
 func (x *exchange) endSpan() {
 	if sw, ok := x.w.(*statusWriter); ok && x.span.IsRecording() {
 		code := sw.code()
 		x.span.SetAttributes(attribute.Int("http.response.status_code", code))
-		if code >= 400 {
+		switch {
+		case code >= 400:
 			x.span.SetStatus(codes.Error, http.StatusText(code))
+		case x.abort:
+			x.span.SetStatus(codes.Error, "upstream stream cut short")
 		}
 	}
 	x.span.End()
 }
 
-// hubDeadline bounds a non-streaming exchange with --hub-request-timeout;
-// a stream is never cut by it, since a long generation is not a failure.
-func (x *exchange) hubDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if x.p.Req.Stream || x.s.d.HubRequestTimeout <= 0 {
+// hubDeadlines bounds the hub exchange on the injected clock. The
+// response head must arrive within --hub-response-header-timeout, streams
+// included, so a hung hub cannot hold its clients forever; a
+// non-streaming exchange must also end within --hub-request-timeout. A
+// stream's body is never cut: a long generation is not a failure. Each
+// deadline cancels the exchange with its own cause, which hubFailed and
+// upstreamFailed turn into a 504. The returned func stops both timers.
+func (x *exchange) hubDeadlines(ctx context.Context) (context.Context, func()) {
+	d := &x.s.d
+	whole := !x.p.Req.Stream && d.HubRequestTimeout > 0
+	if d.HubResponseHeaderTimeout <= 0 && !whole {
+		x.hubCtx = ctx
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, x.s.d.HubRequestTimeout)
+	ctx, cancel := context.WithCancelCause(ctx)
+	x.hubCtx = ctx
+	if d.HubResponseHeaderTimeout > 0 {
+		x.head = d.Clock.AfterFunc(d.HubResponseHeaderTimeout, func() {
+			if x.headState.CompareAndSwap(headPending, headLate) {
+				cancel(errHubHeadTimeout)
+			}
+		})
+	}
+	var wholeTimer clock.Timer
+	if whole {
+		wholeTimer = d.Clock.AfterFunc(d.HubRequestTimeout, func() { cancel(errHubRequestTimeout) })
+	}
+	return ctx, func() {
+		if x.head != nil {
+			x.head.Stop()
+		}
+		if wholeTimer != nil {
+			wholeTimer.Stop()
+		}
+		cancel(nil)
+	}
+}
+
+// headCame stops the response-head timer once the hub's head (or a
+// transport error) is back. False means the timer won the race: the
+// exchange is being cancelled and must be answered as a head timeout even
+// if a head did arrive in the same instant.
+func (x *exchange) headCame() bool {
+	if x.head == nil {
+		return true
+	}
+	x.head.Stop()
+	return x.headState.CompareAndSwap(headPending, headArrived)
+}
+
+// timedOut is the deadline that ended the hub exchange, nil when none did.
+func (x *exchange) timedOut() error {
+	if x.hubCtx == nil {
+		return nil
+	}
+	if c := context.Cause(x.hubCtx); errors.Is(c, errHubHeadTimeout) || errors.Is(c, errHubRequestTimeout) {
+		return c
+	}
+	return nil
+}
+
+// writeTimeout answers 504 for an exchange one of the hub deadlines ended.
+func writeTimeout(w http.ResponseWriter) {
+	openai.WriteError(w, &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: "upstream_timeout", Message: "the hub did not answer in time"})
 }
 
 // callHub sends the prepared request to the hub and counts the upstream
@@ -227,6 +324,12 @@ func (x *exchange) callHub(ctx context.Context) (*http.Response, bool) {
 	}
 	propagator.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
 	resp, err := x.s.d.Hub.Do(hreq)
+	if !x.headCame() {
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		err = errHubHeadTimeout
+	}
 	if err != nil {
 		x.upstreamMetric("error", "error")
 		x.hubFailed(err)
@@ -240,18 +343,25 @@ func (x *exchange) callHub(ctx context.Context) (*http.Response, bool) {
 	return resp, true
 }
 
-// hubFailed answers a transport failure: 504 when the hub deadline
-// passed, 502 otherwise, and nothing when the client went away (nobody is
-// left to answer).
+// hubFailed answers a transport failure: 504 when a hub deadline ended
+// the exchange, 502 otherwise, and nothing when the client went away
+// (nobody is left to answer).
 func (x *exchange) hubFailed(err error) {
 	if x.r.Context().Err() != nil {
 		return
 	}
-	x.s.d.Log.Warn("hub request failed", "request_id", x.st.requestID, "err", err)
-	if errors.Is(err, context.DeadlineExceeded) {
-		openai.WriteError(x.w, &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: "upstream_timeout", Message: "the hub did not answer in time"})
+	// The head timer may have won its race with the head before its
+	// callback cancelled the exchange, so err is checked as well.
+	te := x.timedOut()
+	if te == nil && errors.Is(err, errHubHeadTimeout) {
+		te = err
+	}
+	if te != nil {
+		x.s.d.Log.Warn("hub request timed out", "request_id", x.st.requestID, "err", te)
+		writeTimeout(x.w)
 		return
 	}
+	x.s.d.Log.Warn("hub request failed", "request_id", x.st.requestID, "err", err)
 	openai.WriteError(x.w, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: "upstream_unavailable", Message: "the hub is unreachable"})
 }
 
@@ -350,9 +460,10 @@ var outputTextDelta = []byte(`"response.output_text.delta"`)
 func (x *exchange) writeAnswer(resp *http.Response) *answer.Usage {
 	upstreamJSON := !headers.IsStreamingContentType(resp.Header.Get("Content-Type"))
 	switch {
-	case upstreamJSON && !x.p.Req.Stream:
-		// Some engines ignore stream:true and answer JSON: pass it on.
-		return passJSON(x.w, resp)
+	case upstreamJSON:
+		// Some engines ignore stream:true and answer JSON: pass it on,
+		// to a streaming client too (it has no events to end early).
+		return x.passJSON(resp)
 	case x.p.Req.Stream:
 		return x.streamEvents(resp)
 	case x.e == request.Chat:
@@ -360,7 +471,7 @@ func (x *exchange) writeAnswer(resp *http.Response) *answer.Usage {
 	case x.e == request.Responses:
 		return x.writeTerminalResponse(resp)
 	default:
-		return passJSON(x.w, resp)
+		return x.passJSON(resp)
 	}
 }
 

@@ -63,7 +63,10 @@ func BenchmarkEndpoint(b *testing.B) {
 	lim := ratelimit.New(ratelimit.NewLocal(clk), ratelimit.Config{FailOpen: true, StoreTimeout: time.Second}, clk, m, log)
 	s := New(Deps{Hub: hc, Tracker: tr, Limiter: lim, Metrics: m, Log: log, Clock: clk,
 		Models:       config.Models{"*": {RequestsPerMinute: 1 << 40, TokensPerMinute: 1 << 50}},
-		MaxBodyBytes: 1 << 20, DefaultMaxOutputTokens: 1})
+		MaxBodyBytes: 1 << 20, DefaultMaxOutputTokens: 1,
+		// The hub timeouts at their defaults, as deployed: their timers
+		// are part of every request's cost.
+		HubResponseHeaderTimeout: config.DefaultHubResponseHeaderTimeout, HubRequestTimeout: config.DefaultHubRequestTimeout})
 	chat := string(chatBody(1<<10, true, true))
 	for _, c := range []struct{ name, path, body string }{
 		{"chat-stream", "/v1/chat/completions", chat},

@@ -171,6 +171,13 @@ type opts struct {
 	hub     *fakeHub
 	// tp records the server's and the tracker's spans; nil is no-op.
 	tp trace.TracerProvider
+	// upstream, when set, replaces the fake hub: the gateway calls it
+	// with its own client (HTTP/2 when it was started with EnableHTTP2
+	// and StartTLS).
+	upstream *httptest.Server
+	// headTimeout and requestTimeout are the server's
+	// HubResponseHeaderTimeout and HubRequestTimeout (0: none).
+	headTimeout, requestTimeout time.Duration
 }
 
 func newHarness(t *testing.T, o opts) *harness {
@@ -199,8 +206,13 @@ func newHarness(t *testing.T, o opts) *harness {
 		o.models = config.Models{}
 	}
 	hc := hubclient.New(u, time.Second, "")
+	if o.upstream != nil {
+		u, _ = url.Parse(o.upstream.URL)
+		hc = hubclient.NewWithTransport(u, o.upstream.Client().Transport, "")
+	}
 	s := New(Deps{Hub: hc, Tracker: tr, Limiter: lim, Metrics: m, Log: log, Clock: clk, Keys: o.keys,
-		Models: o.models, MaxBodyBytes: 1 << 20, DefaultMaxOutputTokens: 1, TracerProvider: o.tp})
+		Models: o.models, MaxBodyBytes: 1 << 20, DefaultMaxOutputTokens: 1, TracerProvider: o.tp,
+		HubResponseHeaderTimeout: o.headTimeout, HubRequestTimeout: o.requestTimeout})
 	ts := httptest.NewServer(s)
 	t.Cleanup(func() {
 		ts.Close()

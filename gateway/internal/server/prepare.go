@@ -140,6 +140,9 @@ func (p *Prepared) setUpstreamBody(e request.Endpoint, body []byte, prefix, toke
 		return openai.BadRequest("", "invalid_json", "request body is not a JSON object")
 	}
 	p.Body = nb
-	p.Out.Stream = true
+	// Only a forced stream changes what the hub is asked to answer: a
+	// rewrite for the routed model alone keeps the client's choice
+	// (found by FuzzPrepare: a prefixed embeddings call asked for SSE).
+	p.Out.Stream = p.Out.Stream || forceStream
 	return nil
 }

@@ -48,7 +48,10 @@ type Deps struct {
 	// ModelURIAllowlist refuses chat, completions and embeddings calls
 	// outside a model's uris (Responses always refuse).
 	ModelURIAllowlist bool
-	// HubRequestTimeout bounds non-streaming exchanges; 0 = none.
+	// HubResponseHeaderTimeout bounds the wait for the hub's response
+	// head, streams included; 0 = none.
+	HubResponseHeaderTimeout time.Duration
+	// HubRequestTimeout bounds whole non-streaming exchanges; 0 = none.
 	HubRequestTimeout time.Duration
 	// DefaultMaxOutputTokens is reserved when a request sets no maximum.
 	DefaultMaxOutputTokens int64

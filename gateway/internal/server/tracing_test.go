@@ -17,7 +17,7 @@ import (
 // (the name upstream Stargate's gateway used, nvcf.function.id, is gone)
 // and the lookup and write spans are named stargate-gateway.last_cluster_*.
 func TestSpanNames(t *testing.T) {
-	sr := tracetest.NewSpanRecorder()
+	sr := &endSignal{SpanRecorder: tracetest.NewSpanRecorder(), ended: make(chan struct{}, 16)}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	h := newHarness(t, opts{store: lastcluster.NewLRU(100, time.Minute), tp: tp})
@@ -32,8 +32,16 @@ func TestSpanNames(t *testing.T) {
 		"stargate-gateway.last_cluster_lookup": "miss",
 		"stargate-gateway.last_cluster_write":  "success",
 	}
+	// The server span ends when the handler returns, which may be after
+	// the client read the answer: wait for each span's end.
 	spans := map[string]sdktrace.ReadOnlySpan{}
-	for deadline := time.Now().Add(5 * time.Second); len(spans) < len(want) && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	guard := time.After(10 * time.Second)
+	for len(spans) < len(want) {
+		select {
+		case <-sr.ended:
+		case <-guard:
+			t.Fatalf("spans %v ended, want %v", spans, want)
+		}
 		for _, s := range sr.Ended() {
 			spans[s.Name()] = s
 		}
@@ -59,5 +67,20 @@ func TestSpanNames(t *testing.T) {
 		if result != "" && attrs["result"] != result {
 			t.Errorf("span %q: result = %q, want %q", name, attrs["result"], result)
 		}
+	}
+}
+
+// endSignal is a span recorder that signals every span's end, so a test
+// waits for the spans it needs instead of polling.
+type endSignal struct {
+	*tracetest.SpanRecorder
+	ended chan struct{}
+}
+
+func (e *endSignal) OnEnd(s sdktrace.ReadOnlySpan) {
+	e.SpanRecorder.OnEnd(s)
+	select {
+	case e.ended <- struct{}{}:
+	default: // a signal is already pending: the reader will see this span too
 	}
 }

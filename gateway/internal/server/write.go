@@ -68,11 +68,12 @@ func passHubError(w http.ResponseWriter, resp *http.Response) {
 type streamOutcome uint8
 
 const (
-	// streamCompleted: the hub's stream ended normally.
+	// streamCompleted: the hub's stream reached its terminating event.
 	streamCompleted streamOutcome = iota
 	// streamCanceled: the client went away.
 	streamCanceled
-	// streamFailed: the hub's stream broke.
+	// streamFailed: the hub's stream broke, or ended before its
+	// terminating event; the client's stream was cut short.
 	streamFailed
 )
 
@@ -109,7 +110,7 @@ func (x *exchange) streamEvents(resp *http.Response) *answer.Usage {
 	for {
 		ev, err := rd.Next()
 		if err != nil {
-			outcome = x.streamEnd(err)
+			outcome = x.streamEnd(err, &f, rc)
 			return f.usage
 		}
 		if !f.pass(ev) {
@@ -137,35 +138,79 @@ func (x *exchange) chunkModel() string {
 	return ""
 }
 
-// streamEnd is the outcome of a stream whose reader returned err.
-func (x *exchange) streamEnd(err error) streamOutcome {
+// streamEnd is the outcome of a stream whose reader returned err (io.EOF
+// at the end of the body). A stream that reached its terminating event is
+// complete whatever follows; otherwise, unless the client went away, the
+// hub's stream broke (reset, connection lost, read error) or ended too
+// early, and the client's stream is cut short.
+func (x *exchange) streamEnd(err error, f *eventFilter, rc *http.ResponseController) streamOutcome {
 	switch {
-	case errors.Is(err, io.EOF):
+	case f.ended:
 		return streamCompleted
 	case x.r.Context().Err() != nil:
 		return streamCanceled
-	default:
-		return streamFailed
+	}
+	x.cutShort(err, f, rc)
+	return streamFailed
+}
+
+// streamCutShort is the error a client's stream ends with when the hub's
+// stream did not reach its end.
+var streamCutShort = openai.Error{Type: openai.TypeServer, Code: "upstream_stream_interrupted",
+	Message: "the upstream stream ended before the answer was complete; the answer is cut short"}
+
+// cutShort ends a stream the hub did not finish: the headers are sent, so
+// the status can no longer say it. The client gets an error event in the
+// shape the OpenAI SDKs raise on (unless the hub already relayed one) and
+// never a [DONE]; endpoint then aborts the response.
+func (x *exchange) cutShort(err error, f *eventFilter, rc *http.ResponseController) {
+	x.s.d.Log.Warn("hub stream ended before its last event; cutting the client's stream short",
+		"request_id", x.st.requestID, "endpoint", x.e.String(), "err", err)
+	x.abort = true
+	if f.errorSent {
+		return
+	}
+	e := streamCutShort
+	ev := answer.ErrorEvent(&e)
+	if x.e == request.Responses {
+		ev = answer.ResponsesErrorEvent(&e, f.seq+1)
+	}
+	if _, err := x.w.Write(ev); err == nil {
+		_ = rc.Flush()
 	}
 }
 
 // eventFilter looks at each streamed event on its way to the client: it
 // keeps the usage, times the first token, drops the usage-only chunk the
-// gateway asked for on the client's behalf, and rewrites the model of
-// chunks when model is set.
+// gateway asked for on the client's behalf, rewrites the model of chunks
+// when model is set, and notes how far the stream got.
 type eventFilter struct {
 	x         *exchange
 	dropUsage bool
 	model     string
 	usage     *answer.Usage
+	// ended is set by the stream's terminating event: [DONE], or a
+	// Responses terminal event (Responses streams have no [DONE]).
+	ended bool
+	// errorSent is set once an error event went to the client.
+	errorSent bool
+	// seq is the highest sequence_number relayed (Responses).
+	seq int64
 }
 
 // pass reports whether ev goes to the client; ev.Raw may be replaced.
 func (f *eventFilter) pass(ev *answer.Event) bool {
-	if ev.Done() || len(ev.Data) == 0 {
+	if ev.Done() {
+		f.ended = true
+		return true
+	}
+	if len(ev.Data) == 0 {
 		return true
 	}
 	info := answer.Inspect(ev.Data)
+	f.ended = f.ended || info.Terminal
+	f.errorSent = f.errorSent || info.Error
+	f.seq = max(f.seq, info.Seq)
 	if info.Usage != nil {
 		f.usage = info.Usage
 	}
@@ -184,7 +229,10 @@ func (f *eventFilter) pass(ev *answer.Event) bool {
 }
 
 // aggregateChat serves a non-streaming chat client from the upstream
-// stream: one chat.completion carrying the client's model string.
+// stream: one chat.completion carrying the client's model string. Only a
+// stream that reached its [DONE] is a whole answer: one that broke or
+// ended before it, or that carried an error event, is a 502 (504 when
+// --hub-request-timeout cut it), never a partial completion.
 func (x *exchange) aggregateChat(resp *http.Response) *answer.Usage {
 	w, clientModel := x.w, x.p.Req.Model
 	var agg answer.ChatAggregator
@@ -192,10 +240,11 @@ func (x *exchange) aggregateChat(resp *http.Response) *answer.Usage {
 	for {
 		ev, err := rd.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			x.upstreamFailed("upstream stream ended before [DONE]")
+			return nil
 		}
 		if err != nil {
-			writeBadGateway(w, "upstream stream failed")
+			x.upstreamFailed("upstream stream failed")
 			return nil
 		}
 		if ev.Done() {
@@ -205,7 +254,12 @@ func (x *exchange) aggregateChat(resp *http.Response) *answer.Usage {
 			continue
 		}
 		if err := agg.Add(ev.Data); err != nil {
-			writeBadGateway(w, "upstream stream is malformed")
+			var ue *answer.UpstreamError
+			if errors.As(err, &ue) {
+				x.upstreamFailed("upstream stream reported an error: " + ue.Message)
+				return nil
+			}
+			x.upstreamFailed("upstream stream is malformed")
 			return nil
 		}
 		if agg.Output() {
@@ -240,7 +294,7 @@ func (x *exchange) writeTerminalResponse(resp *http.Response) *answer.Usage {
 			break
 		}
 		if err != nil {
-			writeBadGateway(w, "upstream stream failed")
+			x.upstreamFailed("upstream stream failed")
 			return nil
 		}
 		x.checkResponsesOutput(ev.Data)
@@ -265,20 +319,37 @@ func (x *exchange) writeTerminalResponse(resp *http.Response) *answer.Usage {
 }
 
 // passJSON passes a JSON body through unchanged.
-func passJSON(w http.ResponseWriter, resp *http.Response) *answer.Usage {
+func (x *exchange) passJSON(resp *http.Response) *answer.Usage {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
 	if err != nil {
-		writeBadGateway(w, "reading the hub response failed")
+		x.upstreamFailed("reading the hub response failed")
 		return nil
 	}
-	copyHeaders(w.Header(), resp.Header)
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(b) //nolint:gosec // G705: passing the hub's JSON on unchanged is this proxy's job; Content-Type is the hub's
-
+	writeBody(x.w, resp, b)
 	if u, ok := answer.BodyUsage(b); ok {
 		return &u
 	}
 	return nil
+}
+
+// writeBody writes the hub's status, client-visible headers and body b.
+func writeBody(w http.ResponseWriter, resp *http.Response, b []byte) {
+	copyHeaders(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(b) //nolint:gosec // G705: passing the hub's JSON on unchanged is this proxy's job; Content-Type is the hub's
+}
+
+// upstreamFailed answers a client whose hub answer could not be read or
+// used before anything was written: 504 when a hub deadline ended the
+// exchange, 502 with msg otherwise.
+func (x *exchange) upstreamFailed(msg string) {
+	if te := x.timedOut(); te != nil {
+		x.s.d.Log.Warn("hub request timed out", "request_id", x.st.requestID, "err", te)
+		writeTimeout(x.w)
+		return
+	}
+	x.s.d.Log.Warn("hub answer unusable", "request_id", x.st.requestID, "reason", msg)
+	writeBadGateway(x.w, msg)
 }
 
 func writeBadGateway(w http.ResponseWriter, msg string) {

@@ -1,9 +1,13 @@
 package session
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func ptr(s string) *string { return &s }
@@ -66,32 +70,89 @@ func TestEligible(t *testing.T) {
 	}
 }
 
-// FuzzDerive: no input panics; a derived session always has a valid id
-// and a well-formed affinity key, and header validation matches Validate.
+// FuzzDerive: whatever the sources, Derive agrees with an independent
+// reading of the session rules (docs/design/sessions.md#session-sources):
+// a set header is trimmed and must be a valid id even when a body source
+// wins; then the first non-empty of prompt_cache_key and conversation id,
+// which must be valid, then the header, then the payload hash (none
+// without a payload). Ids are hashed into mt:v1:session:<sha256>, except a
+// header that already is an affinity key, sent verbatim; a payload
+// session's id is its key.
 func FuzzDerive(f *testing.F) {
-	f.Add("abc", "", "", true)
-	f.Add("", "conv", " h ", true)
-	f.Add("", "", "mt:v1:x:"+strings.Repeat("0", 64), true)
-	f.Add("\x00", "", "", false)
-	f.Fuzz(func(t *testing.T, pck, conv, header string, headerSet bool) {
-		in := Inputs{Header: header, HeaderSet: headerSet, Payload: func() []byte { return []byte(pck + conv) }}
+	f.Add("abc", "", "", true, []byte("p"), false)
+	f.Add("", "conv", " h ", true, []byte(nil), false)
+	f.Add("", "", "mt:v1:x:"+strings.Repeat("0", 64), true, []byte("[]"), false)
+	f.Add("\x00", "", "", false, []byte("x"), false)
+	f.Add("", "", "", false, []byte(`[{"role":"user","content":"hi"}]`), false)
+	f.Add("", "", "", false, []byte(nil), true)
+	f.Add("", "", " mt:v1:session:"+strings.Repeat("Ab", 32)+"\t", true, []byte(nil), false)
+	f.Fuzz(func(t *testing.T, pck, conv, header string, headerSet bool, payload []byte, noPayload bool) {
+		in := Inputs{Header: header, HeaderSet: headerSet, Payload: func() []byte { return payload }}
+		if noPayload {
+			in.Payload = nil
+		}
 		if pck != "" {
 			in.PromptCacheKey = &pck
 		}
 		if conv != "" {
 			in.ConversationID = &conv
 		}
-		s, err := Derive(in)
-		if err != nil {
+		want, wantErr := deriveOracle(pck, conv, header, headerSet, payload, noPayload)
+		got, err := Derive(in)
+		if wantErr != "" {
+			var se *Error
+			if !errors.As(err, &se) || se.Param != wantErr {
+				t.Fatalf("Derive = %+v, %v; want a *session.Error about %s", got, err, wantErr)
+			}
 			return
 		}
-		if !IsAffinityKey(s.AffinityKey) {
-			t.Fatalf("affinity key %q malformed", s.AffinityKey)
-		}
-		if s.Source != SourcePayload {
-			if verr := Validate(s.ID); verr != nil {
-				t.Fatalf("session id %q invalid: %v", s.ID, verr)
-			}
+		if err != nil || got != want {
+			t.Fatalf("Derive = %+v, %v; want %+v", got, err, want)
 		}
 	})
 }
+
+// deriveOracle states the session rules without the package's helpers;
+// wantErr is the parameter a refusal names.
+func deriveOracle(pck, conv, header string, headerSet bool, payload []byte, noPayload bool) (s Session, wantErr string) {
+	valid := func(id string) bool {
+		if id == "" || len(id) > 256 || !utf8.ValidString(id) {
+			return false
+		}
+		return !strings.ContainsFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f })
+	}
+	hashed := func(kind string, b []byte) string {
+		sum := sha256.Sum256(b)
+		return "mt:v1:" + kind + ":" + hex.EncodeToString(sum[:])
+	}
+	h := strings.TrimSpace(header)
+	if headerSet && !valid(h) {
+		return Session{}, "x-multi-turn-session-id"
+	}
+	switch {
+	case pck != "":
+		if !valid(pck) {
+			return Session{}, "prompt_cache_key"
+		}
+		return Session{ID: pck, Source: SourcePromptCacheKey, AffinityKey: hashed("session", []byte(pck))}, ""
+	case conv != "":
+		if !valid(conv) {
+			return Session{}, "conversation_id"
+		}
+		return Session{ID: conv, Source: SourceConversationID, AffinityKey: hashed("session", []byte(conv))}, ""
+	case headerSet:
+		key := hashed("session", []byte(h))
+		if affinityKeyRE.MatchString(h) {
+			key = h
+		}
+		return Session{ID: h, Source: SourceHeader, AffinityKey: key}, ""
+	case noPayload:
+		return Session{}, ""
+	default:
+		key := hashed("payload", payload)
+		return Session{ID: key, Source: SourcePayload, AffinityKey: key}, ""
+	}
+}
+
+// affinityKeyRE is an affinity key's shape: mt:v1:<kind>:<64 hex digits>.
+var affinityKeyRE = regexp.MustCompile(`^mt:v1:[^:]*:[0-9a-fA-F]{64}$`)

@@ -15,15 +15,19 @@ import (
 	"github.com/stargate-router/stargate/gateway/internal/olricnode"
 )
 
-// Config returns test settings for one node: loopback, small tables,
-// quick join attempts, WARN logs discarded.
+// Secret is the shared secret of the test nodes: they authenticate as a
+// deployed gateway does, so every test that uses them covers it.
+const Secret = "olrictest-shared-secret-0123456789abcdef"
+
+// Config returns test settings for one node: loopback, the test Secret,
+// small tables, quick join attempts, WARN logs discarded.
 func Config(peers []string) olricnode.Config {
 	return olricnode.Config{
 		Env: "local", BindAddr: "127.0.0.1", MemberlistBindAddr: "127.0.0.1",
 		Peers: peers, ReplicaCount: 1, PartitionCount: 23, TableSize: 1 << 14,
 		StartupTimeout: 20 * time.Second, ShutdownTimeout: 5 * time.Second,
 		MaxJoinAttempts: 3, JoinRetry: 200 * time.Millisecond, RoutingRefresh: 200 * time.Millisecond,
-		ClientOpTimeout: 500 * time.Millisecond, LogLevel: "ERROR",
+		ClientOpTimeout: 500 * time.Millisecond, LogLevel: "ERROR", AuthSecret: Secret,
 	}
 }
 
@@ -97,9 +101,15 @@ func WaitMembers(t testing.TB, nodes []*Node, want int) {
 // Start starts one node joining peers.
 func Start(t testing.TB, peers []string) *Node {
 	t.Helper()
+	return StartWith(t, Config(peers))
+}
+
+// StartWith starts one node with cfg on free ports.
+func StartWith(t testing.TB, base olricnode.Config) *Node {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	for attempt := 1; ; attempt++ {
-		cfg := Config(peers)
+		cfg := base
 		cfg.BindPort, cfg.MemberlistBindPort = FreePort(t), FreePort(t)
 		nd, err := olricnode.Start(context.Background(), cfg, log)
 		if err != nil {
@@ -108,7 +118,7 @@ func Start(t testing.TB, peers []string) *Node {
 			}
 			t.Fatalf("starting olric node: %v", err)
 		}
-		node := &Node{Node: nd, Gossip: net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.MemberlistBindPort))}
+		node := &Node{Node: nd, Gossip: net.JoinHostPort(cfg.MemberlistBindAddr, strconv.Itoa(cfg.MemberlistBindPort))}
 		t.Cleanup(func() { _ = nd.Shutdown(context.Background()) })
 		return node
 	}
