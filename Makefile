@@ -192,7 +192,7 @@ images:
 
 # Observability: the dashboards and rules of charts/observability, generated and checked by
 # tools/obs (a module outside go.work, built with GOWORK=off); docs/operations.md explains them.
-.PHONY: dashboards-check observe-e2e soak
+.PHONY: dashboards-check observe-e2e soak faults
 
 ## dashboards-check: promtool checks and unit-tests the chart's rules and parses every dashboard
 ## expression; tools/obs is linted (golangci-lint, go vet among its linters) and tested (the
@@ -211,9 +211,16 @@ dashboards-check: build $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 		$(BIN)/obs exprs -out "$$tmp/exprs.yaml" && promtool check rules "$$tmp/exprs.yaml"
 	$(BIN)/obs live -bin $(BIN)
 
+## faults: the fault-injection suite (pkg/internal/faults): real processes on loopback, a pylon killed
+## mid-load, engines failing, hanging and dropping streams, a hub restarted, gateways and their Olric
+## nodes lost, poisoned engine statistics; every scenario asserts counts against a stated bound
+## (docs/reliability.md; about 80 s on 2 cores)
+faults: build
+	cd pkg && $(GO) test -count=1 -timeout 10m ./internal/faults -args -bin $(BIN)
+
 ## soak: 30 minutes (SOAK_DURATION) of the mixed workload through the whole stack; every process's
 ## memory and goroutines must stay flat after a 5-minute warm-up and every request succeed; writes
-## results/soak-<time>/report.md (not in make test: docs/reliability.md has the last report)
+## a report.md into results/soak-<time> (not in make test: docs/reliability.md has the last report)
 SOAK_DURATION ?= 30m
 soak: build
 	cd pkg && $(GO) run ./internal/cmd/soak -bin $(BIN) -duration $(SOAK_DURATION) -out $(CURDIR)/results/soak-$$(date -u +%Y%m%dT%H%M%SZ) $(SOAK_FLAGS)

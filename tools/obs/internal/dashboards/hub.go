@@ -72,6 +72,26 @@ func HubRouting() Dashboard {
 				{Title: "Active backends per model", Unit: "short",
 					Description: "Backends (pylon registrations) each hub replica can route the model to. 0 on every replica: nothing can serve the model (alert StargateModelNoActiveCluster).",
 					Queries:     []Query{q(`stargate_active_inference_servers{`+hb+`}`, "{{model}} {{instance}}")}},
+				{Title: "Requests waiting for a model's backends", Unit: "short",
+					Description: "Requests for a known model with no backend right now (its pylons or this hub restarting), waiting for one to register, and how such waits ended: appeared (served), timed_out (503 model_temporarily_unavailable with Retry-After), client_gone.",
+					Queries: []Query{
+						q(`sum by (model) (stargate_model_unavailable_waiting{`+hb+`})`, "{{model}} waiting"),
+						q(`sum by (outcome) (rate(stargate_model_unavailable_waits_total{`+hb+`}[$__rate_interval]))`, "{{outcome}} /s"),
+					}},
+			}},
+			{Title: "Faults and trust", Panels: []Panel{
+				{Title: "Backend error breakers", Unit: "short",
+					Description: "Backends whose error breaker is not closed, per hub replica: half-open (one probe allowed) and open (no requests). A backend whose answers keep failing (5xx, broken streams, tunnel errors) is taken out of routing until a probe succeeds; the hub routes to it anyway when every backend's breaker is open.",
+					Queries: []Query{
+						q(`count by (instance) (stargate_backend_breaker_state == 1)`, "{{instance}} half-open"),
+						q(`count by (instance) (stargate_backend_breaker_state == 2)`, "{{instance}} open"),
+					}},
+				{Title: "Breaker transitions", Unit: "ops",
+					Description: "Breaker transitions per second by backend and new state. Opens that repeat on one backend: its engine is failing; look at the pylon's logs and the engine.",
+					Queries:     []Query{q(`sum by (inference_server_id, to) (rate(stargate_backend_breaker_transitions_total[$__rate_interval]))`, "{{inference_server_id}} {{to}}")}},
+				{Title: "Requests refused for lacking the gateway token", Unit: "reqps",
+					Description: "401s on the hub's client listener: something reaches the hub directly instead of through the gateway (or a gateway has the wrong token).",
+					Queries:     []Query{q(`sum by (instance) (rate(stargate_unauthorized_requests_total[$__rate_interval]))`, "{{instance}}")}},
 			}},
 		},
 	}

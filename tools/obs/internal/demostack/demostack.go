@@ -24,8 +24,9 @@ import (
 type Endpoints struct {
 	// Gateway is the gateway's base URL (without /v1); APIKey its key.
 	Gateway, APIKey string
-	// Hub is the hub's base URL (its /debug/state is there).
-	Hub string
+	// Hub is the hub's base URL; GatewayToken is what a caller of the hub
+	// presents (the hub answers 401 without it).
+	Hub, GatewayToken string
 	// GatewayMetrics and HubMetrics are /metrics URLs.
 	GatewayMetrics, HubMetrics string
 	// PylonMetrics are the pylons' /metrics URLs by cluster id.
@@ -41,7 +42,7 @@ var (
 	reCluster  = regexp.MustCompile(`(\S+) \d+k/\d+k tok/s`)
 	reModel    = regexp.MustCompile(`^\s*hub routes (\S+) with `)
 	reGateway  = regexp.MustCompile(`^\s*gateway\s+(http://\S+)/v1\s+\(API key (\S+),`)
-	reHubState = regexp.MustCompile(`^\s*hub state\s+(http://\S+)/debug/state`)
+	reHubState = regexp.MustCompile(`^\s*hub\s+(http://\S+)\s+\(gateway token (\S+); routing state `)
 	reMetrics  = regexp.MustCompile(`^\s*metrics\s+gateway (http://\S+)\s+hub (http://\S+)`)
 	rePylon    = regexp.MustCompile(`^\s*(?:metrics\s+)?pylon (\S+) (http://\S+/metrics)`)
 	reTry      = regexp.MustCompile(`^\s*try\s+curl `)
@@ -78,7 +79,8 @@ func (p *parser) line(s string) {
 		m := reGateway.FindStringSubmatch(s)
 		p.ep.Gateway, p.ep.APIKey = m[1], m[2]
 	case reHubState.MatchString(s):
-		p.ep.Hub = reHubState.FindStringSubmatch(s)[1]
+		m := reHubState.FindStringSubmatch(s)
+		p.ep.Hub, p.ep.GatewayToken = m[1], m[2]
 	case reMetrics.MatchString(s):
 		m := reMetrics.FindStringSubmatch(s)
 		p.ep.GatewayMetrics, p.ep.HubMetrics = m[1], m[2]
@@ -93,7 +95,7 @@ func (p *parser) line(s string) {
 // endpoints returns what was read, or what is missing.
 func (p *parser) endpoints() (Endpoints, error) {
 	var missing []string
-	for name, v := range map[string]string{"gateway URL": p.ep.Gateway, "API key": p.ep.APIKey, "hub URL": p.ep.Hub,
+	for name, v := range map[string]string{"gateway URL": p.ep.Gateway, "API key": p.ep.APIKey, "hub URL": p.ep.Hub, "gateway token": p.ep.GatewayToken,
 		"gateway metrics": p.ep.GatewayMetrics, "hub metrics": p.ep.HubMetrics, "model": p.ep.Model} {
 		if v == "" {
 			missing = append(missing, name)

@@ -15,7 +15,7 @@ requests   55: 55 ok, 0 failed
 
 DEMO_KEEP: the stack stays up until Ctrl-C
   gateway        http://127.0.0.1:33127/v1  (API key sk-demo-975c, in /tmp/stargate-demo-1/api-keys)
-  hub state      http://127.0.0.1:45489/debug/state
+  hub            http://127.0.0.1:45489  (gateway token gw-0123; routing state http://127.0.0.1:37061/debug/state)
   metrics        gateway http://127.0.0.1:34461/metrics  hub http://127.0.0.1:37061/metrics
                  pylon far-a http://127.0.0.1:46659/metrics
                  pylon far-b http://127.0.0.1:33613/metrics
@@ -36,7 +36,7 @@ func TestParserReadsTheKeepBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ep.Gateway != "http://127.0.0.1:33127" || ep.APIKey != "sk-demo-975c" || ep.Hub != "http://127.0.0.1:45489" ||
+	if ep.Gateway != "http://127.0.0.1:33127" || ep.APIKey != "sk-demo-975c" || ep.Hub != "http://127.0.0.1:45489" || ep.GatewayToken != "gw-0123" ||
 		ep.GatewayMetrics != "http://127.0.0.1:34461/metrics" || ep.HubMetrics != "http://127.0.0.1:37061/metrics" || ep.Model != "demo-model" {
 		t.Fatalf("endpoints = %+v", ep)
 	}
@@ -51,7 +51,7 @@ func TestParserReadsTheKeepBlock(t *testing.T) {
 func TestParserSaysWhatIsMissing(t *testing.T) {
 	p := newParser()
 	for _, l := range strings.Split(demoOutput, "\n") {
-		if !strings.Contains(l, "region far") && !strings.Contains(l, "hub state") {
+		if !strings.Contains(l, "region far") && !strings.Contains(l, "routing state") {
 			p.line(l)
 		}
 	}

@@ -34,6 +34,7 @@ func (ep Endpoints) Burst(ctx context.Context, c *http.Client, tag string, n, ou
 				return
 			}
 			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+ep.GatewayToken)
 			req.Header.Set("x-request-id", "obs-burst-"+tag+"-"+strconv.Itoa(i))
 			req.Header.Set("x-model", ep.Model)
 			req.Header.Set("x-input-tokens", "2000")
