@@ -33,6 +33,7 @@ func EventOnly() map[string]string {
 		"stargate_proxy_retries_total":                             "only when a pylon refuses or a tunnel fails; the overload burst usually causes a few",
 		"pylon_retryable_responses_total":                          "only when a pylon refuses a request as retryable; the overload burst usually causes a few",
 		"stargate_proxy_retry_exhausted_total":                     "only when a request runs out of retries",
+		"stargate_admission_rejections_total":                      "only when a request is refused before any upstream (its routing wait ran out, or input-work admission); the overload burst usually causes a few",
 		"stargate_backend_breaker_state":                           "only once a backend's error breaker has opened",
 		"stargate_backend_breaker_transitions_total":               "only once a backend's error breaker has opened",
 		"stargate_model_unavailable_waits_total":                   "only when a request waits for a known model's backends to come back",
