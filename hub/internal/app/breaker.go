@@ -9,9 +9,6 @@ import (
 	"github.com/stargate-router/stargate/pkg/clock"
 )
 
-// breakerStates are the values of the state gauge, in breaker.State order.
-var breakerStates = []breaker.State{breaker.Closed, breaker.HalfOpen, breaker.Open}
-
 // newBreakers builds the per-backend error breaker from the flags, logs
 // and counts its transitions, or returns nil (every backend always
 // available) with --proxy-breaker-enabled=false.
@@ -31,8 +28,9 @@ func newBreakers(cfg Config, log *slog.Logger, clk clock.Clock, reg prometheus.R
 	bcfg.MaxCoolDown = max(bcfg.MaxCoolDown, bcfg.CoolDown)
 	bcfg.OnTransition = func(tr breaker.Transition) {
 		// Called under the Set's lock: only cheap, non-blocking work.
-		state.WithLabelValues(tr.Backend).Set(float64(gaugeValue(tr.To)))
-		transitions.WithLabelValues(tr.Backend, metricName(tr.To)).Inc()
+		// breaker.State's values and names are the gauge's and the label's.
+		state.WithLabelValues(tr.Backend).Set(float64(tr.To))
+		transitions.WithLabelValues(tr.Backend, tr.To.String()).Inc()
 		if tr.To == breaker.Open {
 			log.Warn("backend breaker opened: the backend gets no requests until a probe succeeds",
 				"inference_server_id", tr.Backend, "from", tr.From.String(), "cool_down", tr.CoolDown)
@@ -42,24 +40,4 @@ func newBreakers(cfg Config, log *slog.Logger, clk clock.Clock, reg prometheus.R
 	}
 	set, err := breaker.New(bcfg, clk)
 	return set, state, err
-}
-
-func gaugeValue(s breaker.State) int {
-	for i, v := range breakerStates {
-		if v == s {
-			return i
-		}
-	}
-	return 0
-}
-
-// metricName is the state as a label value.
-func metricName(s breaker.State) string {
-	switch s {
-	case breaker.Open:
-		return "open"
-	case breaker.HalfOpen:
-		return "half_open"
-	}
-	return "closed"
 }

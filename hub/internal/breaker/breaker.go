@@ -12,7 +12,8 @@ import (
 	"github.com/stargate-router/stargate/pkg/clock"
 )
 
-// State is where a backend's breaker stands.
+// State is where a backend's breaker stands. Its values (0 closed, 1
+// half-open, 2 open) and names are what the hub's metrics export: keep them.
 type State uint8
 
 const (
