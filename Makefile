@@ -26,7 +26,7 @@ EXTRA         ?=
 # Binaries and the package each is built from.
 CMDS := ./pkg/cmd/mock-engine ./pkg/cmd/demo ./pkg/cmd/baseline-proxy ./pkg/cmd/loadgen ./gateway/cmd/gateway ./hub/cmd/hub ./pylon/cmd/pylon ./hub/cmd/routing-sim
 
-.PHONY: all build test unit config-doc config-doc-check fuzz fuzz-smoke lint fmt vet golangci tidy-check citations demo bench compare e2e clean tools
+.PHONY: overload all build test unit config-doc config-doc-check fuzz fuzz-smoke lint fmt vet golangci tidy-check citations demo bench compare e2e clean tools
 
 all: build
 
@@ -224,6 +224,15 @@ faults: build
 SOAK_DURATION ?= 30m
 soak: build
 	cd pkg && $(GO) run ./internal/cmd/soak -bin $(BIN) -duration $(SOAK_DURATION) -out $(CURDIR)/results/soak-$$(date -u +%Y%m%dT%H%M%SZ) $(SOAK_FLAGS)
+
+## overload: the whole stack past its capacity (OVERLOAD_FACTOR, default 2x the measured capacity) for
+## OVERLOAD_DURATION per arm, once with the hub's defaults (waiting room, returning sessions first) and once
+## without them; new vs returning sessions' success and TTFT, refusals, peak goroutines and memory go to
+## a report.md in results/overload-<time> (not in make test: docs/reliability/overload.md has the last reports)
+OVERLOAD_DURATION ?= 90s
+OVERLOAD_FACTOR ?= 2
+overload: build
+	cd pkg && $(GO) run ./internal/cmd/overload -bin $(BIN) -duration $(OVERLOAD_DURATION) -factor $(OVERLOAD_FACTOR) -out $(CURDIR)/results/overload-$$(date -u +%Y%m%dT%H%M%SZ) $(OVERLOAD_FLAGS)
 
 ## observe-e2e: a real Prometheus (Debian's, on loopback) scrapes the demo stack under about a minute
 ## of load with the chart's rules loaded; every panel query and recording rule must return data;

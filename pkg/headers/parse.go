@@ -160,6 +160,45 @@ func FormatMillis(d time.Duration) string {
 	return strconv.FormatInt(int64(d/time.Millisecond), 10)
 }
 
+// MaxDeadline bounds x-stargate-deadline-ms: a day, far above any model's
+// answer time and the gateway's own bound on a client's timeout, so a
+// larger value can only come from a broken sender. Every tier refuses it
+// instead of treating it as no deadline, which would hide the bug.
+const MaxDeadline = 24 * time.Hour
+
+const wantDeadline = "a decimal integer from 0 to 86400000"
+
+// GetDeadline reads x-stargate-deadline-ms from h as the remaining budget.
+// present is false only when the header is absent; a blank or malformed
+// value, or one above MaxDeadline, returns present == true and an error
+// naming the header (ErrRange for one too large), which the hub and the
+// pylon answer with 400. 0 is valid: a deadline that has passed.
+func GetDeadline(h http.Header) (d time.Duration, present bool, err error) {
+	vs := h[canonicalKey(StargateDeadlineMs)]
+	if len(vs) == 0 {
+		return 0, false, nil
+	}
+	ms, err := parseUint(StargateDeadlineMs, vs[0], uint64(MaxDeadline/time.Millisecond), wantDeadline)
+	if err != nil {
+		return 0, true, err
+	}
+	return time.Duration(ms) * time.Millisecond, true, nil
+}
+
+// DeadlineMillis is what is left of a deadline, left, as the value of
+// x-stargate-deadline-ms: whole milliseconds rounded up, and 0 when
+// nothing is left. Rounding up (unlike FormatMillis) keeps each tier's
+// deadline at or after the one of the tier that sent it, transit
+// included: the tier closest to the client ends a request first, in its
+// own answer shape, and the later tiers' deadlines only end work whose
+// cancellation was lost, at most 1 ms later.
+func DeadlineMillis(left time.Duration) uint64 {
+	if left <= 0 {
+		return 0
+	}
+	return uint64((left + time.Millisecond - 1) / time.Millisecond)
+}
+
 // ParseBool parses a boolean header: x-kv-cache-hit, x-stargate-retryable
 // and x-stargate-upstream-retryable. Surrounding spaces and tabs are trimmed
 // and true or false match in any ASCII letter case, because the hub

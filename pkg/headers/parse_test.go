@@ -413,3 +413,63 @@ func TestIsStreamingContentType(t *testing.T) {
 		}
 	}
 }
+
+func TestGetDeadline(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		values  []string
+		want    time.Duration
+		present bool
+		err     error
+	}{
+		{"absent", nil, 0, false, nil},
+		{"zero: the deadline has passed", []string{"0"}, 0, true, nil},
+		{"some ms", []string{"1500"}, 1500 * time.Millisecond, true, nil},
+		{"surrounding space trimmed", []string{" 20 "}, 20 * time.Millisecond, true, nil},
+		{"first value wins", []string{"7", "9"}, 7 * time.Millisecond, true, nil},
+		{"the bound", []string{"86400000"}, MaxDeadline, true, nil},
+		{"above the bound", []string{"86400001"}, 0, true, ErrRange},
+		{"far above the bound", []string{"18446744073709551615"}, 0, true, ErrRange},
+		{"blank", []string{" "}, 0, true, ErrEmpty},
+		{"negative", []string{"-1"}, 0, true, ErrSyntax},
+		{"decimal", []string{"1.5"}, 0, true, ErrSyntax},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := http.Header{}
+			for _, v := range tt.values {
+				h.Add(StargateDeadlineMs, v)
+			}
+			got, present, err := GetDeadline(h)
+			if got != tt.want || present != tt.present || !errors.Is(err, tt.err) {
+				t.Fatalf("GetDeadline(%q) = %v, %v, %v; want %v, %v, %v", tt.values, got, present, err, tt.want, tt.present, tt.err)
+			}
+			if err != nil && !strings.Contains(err.Error(), StargateDeadlineMs) {
+				t.Errorf("error %q does not name the header", err)
+			}
+		})
+	}
+}
+
+func TestDeadlineMillis(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		left time.Duration
+		want uint64
+	}{
+		{-time.Second, 0},
+		{0, 0},
+		{time.Nanosecond, 1},
+		{999 * time.Microsecond, 1},
+		{time.Millisecond, 1},
+		{time.Millisecond + time.Nanosecond, 2},
+		{1999*time.Millisecond + 300*time.Microsecond, 2000},
+		{MaxDeadline, uint64(MaxDeadline / time.Millisecond)},
+	} {
+		if got := DeadlineMillis(tc.left); got != tc.want {
+			t.Errorf("DeadlineMillis(%v) = %d; want %d", tc.left, got, tc.want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 var spoofedInbound = []string{
 	StargateLastClusterID,
 	StargateMaxWaitMs,
+	StargateDeadlineMs,
 	StargateExpectedQueueMs,
 	StargateRetryable,
 	StargateClusterID,
@@ -45,6 +46,7 @@ var keptInbound = []string{
 	"User-Agent",
 	"Traceparent",
 	"X-Stainless-Lang",
+	"X-Stainless-Timeout",
 	"X-Forwarded-For",
 	RequestID,
 	MultiTurnSessionID,
@@ -208,7 +210,7 @@ func TestInboundReservedMatchesKnown(t *testing.T) {
 	// kept, so adding a constant forces a decision here.
 	clientOrResponseOnly := []string{
 		RequestID, MultiTurnSessionID, ClaudeCodeSessionID, NVCFTargetRegion, GroqRegion,
-		OutputTokens,
+		StainlessTimeout, StainlessLang, OutputTokens,
 		KVCacheHit, KVCacheHitTokens, KVCacheReusedInputTokens, KVCacheUncachedInputTokens,
 		KVCacheEvictedEntries, KVCacheEvictedTokens, MockEngineID,
 		RateLimitLimitTokens, RateLimitRemainingTokens, RateLimitResetTokens,

@@ -67,7 +67,22 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Gateway, error)
 		return nil, err
 	}
 	g.hub = hubclient.New(cfg.HubURL, cfg.HubConnectTimeout, cfg.HubTokenFile)
+	if cfg.Pprof {
+		warnExposedPprof(g.metricsLn.Addr(), log)
+	}
 	return g, nil
+}
+
+// warnExposedPprof warns when --pprof serves on a listener other hosts can
+// reach: the metrics listener has no authentication, and the profiler
+// shows the command line (which may carry --api-keys) and lets anyone
+// start CPU profiles and traces.
+func warnExposedPprof(addr net.Addr, log *slog.Logger) {
+	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
+		return
+	}
+	log.Warn("--pprof serves the Go profiler without authentication on a listener other hosts can reach; keep --metrics-listen on loopback or a trusted network",
+		"addr", addr.String())
 }
 
 // withTLS wraps the API listener in TLS when --tls-cert-path is set (it
@@ -112,7 +127,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 	})
 	err := serve.Run(ctx, g.log, g.cfg.Drain, func() { g.ready.Set(false) },
 		serve.Server{Name: "api", Listener: g.apiLn, Handler: g.apiMux(), Limits: g.cfg.Limits},
-		serve.Server{Name: "metrics", Listener: g.metricsLn, Handler: obs.MetricsMux(g.reg, false), Limits: g.cfg.Limits})
+		serve.Server{Name: "metrics", Listener: g.metricsLn, Handler: obs.MetricsMux(g.reg, g.cfg.Pprof), Limits: g.cfg.Limits})
 	cancel()
 	wg.Wait()
 	g.stop(p)

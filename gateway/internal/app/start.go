@@ -38,7 +38,7 @@ func (g *Gateway) start(ctx context.Context, p *parts) error {
 		Hub: g.hub, Tracker: p.tracker, Limiter: limiter, Metrics: g.m, Log: g.log, Clock: g.clk,
 		Keys: cfg.APIKeys, Models: cfg.Models, MaxBodyBytes: cfg.MaxBodyBytes, RoutingKeyPrefix: cfg.RoutingKeyPrefix,
 		ModelURIAllowlist: cfg.ModelURIAllowlist, DefaultMaxOutputTokens: cfg.RateLimit.DefaultMaxOutputTokens,
-		HubResponseHeaderTimeout: cfg.HubResponseHeaderTimeout, HubRequestTimeout: cfg.HubRequestTimeout,
+		HubResponseHeaderTimeout: cfg.HubResponseHeaderTimeout, HubRequestTimeout: cfg.HubRequestTimeout, RequestDeadline: cfg.RequestDeadline,
 		TracerProvider: tp,
 	})
 	g.api.Store(&h)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stargate-router/stargate/gateway/internal/olricnode"
 	"github.com/stargate-router/stargate/pkg/cli"
+	"github.com/stargate-router/stargate/pkg/headers"
 	"github.com/stargate-router/stargate/pkg/obs"
 	"github.com/stargate-router/stargate/pkg/serve"
 )
@@ -27,6 +28,9 @@ type Config struct {
 	Listen string
 	// MetricsListen is the Prometheus listener (--metrics-listen).
 	MetricsListen string
+	// Pprof serves the Go profiler under /debug/pprof/ on the metrics
+	// listener (--pprof), which has no authentication: off by default.
+	Pprof bool
 	// Drain bounds the graceful drain on SIGTERM (--drain-timeout).
 	Drain time.Duration
 	// Limits bound slow clients on the API and metrics listeners.
@@ -53,6 +57,11 @@ type Config struct {
 	// bound. Streams are never cut by it: a long generation is not a
 	// failure.
 	HubRequestTimeout time.Duration
+	// RequestDeadline is every request's end-to-end budget, streams
+	// included, when the client sends no shorter timeout of its own
+	// (X-Stainless-Timeout); 0 means none, so only a client's timeout sets
+	// a deadline (docs/gateway.md#request-deadline).
+	RequestDeadline time.Duration
 
 	// TLSCertPath and TLSKeyPath, set together, make the API listener
 	// (--listen) serve TLS with that pair, re-read on every handshake so a
@@ -197,6 +206,7 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	fs := cli.New("gateway", "gateway: the edge gateway: OpenAI-compatible API, sessions, rate limits, last-cluster hints.", stdout)
 	fs.String(&c.Listen, "listen", "GATEWAY_LISTEN", "127.0.0.1:8080", "HTTP listen address host:port")
 	fs.String(&c.MetricsListen, "metrics-listen", "GATEWAY_METRICS_LISTEN", "127.0.0.1:9464", "Prometheus /metrics listen address host:port")
+	fs.Bool(&c.Pprof, "pprof", "GATEWAY_PPROF", false, "serve the Go profiler under /debug/pprof/ on --metrics-listen (unauthenticated: keep that listener off the public network)")
 	fs.Duration(&c.Drain, "drain-timeout", "GATEWAY_DRAIN_TIMEOUT", 30*time.Second, "on SIGTERM, how long in-flight requests and streams may finish before connections are closed")
 	c.Limits.Flags(fs, "GATEWAY")
 	c.Log.Register(fs, "GATEWAY_")
@@ -205,6 +215,7 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	fs.Duration(&c.HubConnectTimeout, "hub-connect-timeout", "STARGATE_CONNECT_TIMEOUT", 2*time.Second, "dial timeout to the hub")
 	fs.Duration(&c.HubResponseHeaderTimeout, "hub-response-header-timeout", "STARGATE_RESPONSE_HEADER_TIMEOUT", DefaultHubResponseHeaderTimeout, "bound on the wait for the hub's response head, streams included (504 past it); covers the hub's routing wait and a long prefill; 0 = none")
 	fs.Duration(&c.HubRequestTimeout, "hub-request-timeout", "STARGATE_REQUEST_TIMEOUT", DefaultHubRequestTimeout, "bound on a whole non-streaming hub exchange (504 past it); 0 = none (streams are never cut)")
+	fs.Duration(&c.RequestDeadline, "request-deadline", "GATEWAY_REQUEST_DEADLINE", 0, "end-to-end budget of every request, streams included, sent to the hub as x-stargate-deadline-ms; a client's shorter X-Stainless-Timeout wins; 504 deadline_exceeded past it (a stream is cut); 0 = none, at most 24h")
 	fs.String(&c.TLSCertPath, "tls-cert-path", "GATEWAY_TLS_CERT_PATH", "", "certificate chain (PEM) the API listener (--listen) serves; with --tls-key-path enables TLS (HTTP/2 and HTTP/1.1); re-read on every handshake")
 	fs.String(&c.TLSKeyPath, "tls-key-path", "GATEWAY_TLS_KEY_PATH", "", "private key (PEM) of --tls-cert-path")
 	fs.Int64(&c.MaxBodyBytes, "max-body-bytes", "GATEWAY_MAX_BODY_BYTES", 8<<20, "largest accepted request body; larger bodies get 413")
@@ -279,6 +290,9 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	}
 	if c.HubRequestTimeout < 0 {
 		errs = append(errs, errors.New("--hub-request-timeout (STARGATE_REQUEST_TIMEOUT) must be >= 0 (0 = none)"))
+	}
+	if c.RequestDeadline < 0 || c.RequestDeadline > headers.MaxDeadline {
+		errs = append(errs, fmt.Errorf("--request-deadline (GATEWAY_REQUEST_DEADLINE) must be from 0 (none) to %v", headers.MaxDeadline))
 	}
 	if err := checkTLS(c.TLSCertPath, c.TLSKeyPath); err != nil {
 		errs = append(errs, err)

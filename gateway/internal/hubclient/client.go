@@ -66,6 +66,14 @@ type Outbound struct {
 	RequestSLOMs  uint64
 	MaxWaitMs     uint64
 	LastCluster   string
+	// DeadlineMs is what is left of the request's deadline when it is
+	// sent (x-stargate-deadline-ms); 0 means no deadline, since the
+	// gateway answers a request with less than 1 ms left itself.
+	DeadlineMs uint64
+	// RetryBudgetMs is the hub's retry budget (x-stargate-max-wait-ms),
+	// set from the deadline so that a hub which does not read the
+	// deadline still stops retrying when it passes; 0 sends none.
+	RetryBudgetMs uint64
 	// OutputTokens is the client's x-output-tokens, passed through for the
 	// mock engine and load generator (it steers no routing).
 	OutputTokens string
@@ -75,7 +83,7 @@ type Outbound struct {
 
 // Header builds the outbound header set from o alone.
 func (o *Outbound) Header() http.Header {
-	h := make(http.Header, 12)
+	h := make(http.Header, 14)
 	h.Set("Content-Type", "application/json")
 	if o.Stream {
 		h.Set("Accept", "text/event-stream")
@@ -104,6 +112,12 @@ func (o *Outbound) Header() http.Header {
 	}
 	if o.LastCluster != "" {
 		h.Set(headers.StargateLastClusterID, o.LastCluster)
+	}
+	if o.DeadlineMs > 0 {
+		h.Set(headers.StargateDeadlineMs, headers.FormatUint(o.DeadlineMs))
+	}
+	if o.RetryBudgetMs > 0 {
+		h.Set(headers.StargateMaxWaitMs, headers.FormatUint(o.RetryBudgetMs))
 	}
 	if o.OutputTokens != "" {
 		h.Set(headers.OutputTokens, o.OutputTokens)

@@ -48,3 +48,23 @@ func TestTokenFileReadPerRequest(t *testing.T) {
 		t.Fatalf("missing token file: %v", err)
 	}
 }
+
+// TestHeaderCarriesTheDeadline: a deadline goes out as
+// x-stargate-deadline-ms with the retry budget beside it, and a zero one
+// sends neither.
+func TestHeaderCarriesTheDeadline(t *testing.T) {
+	h := (&Outbound{RequestID: "r", Model: "m", DeadlineMs: 1999, RetryBudgetMs: 1999}).Header()
+	if got := h.Get("X-Stargate-Deadline-Ms"); got != "1999" {
+		t.Errorf("x-stargate-deadline-ms %q; want 1999", got)
+	}
+	if got := h.Get("X-Stargate-Max-Wait-Ms"); got != "1999" {
+		t.Errorf("x-stargate-max-wait-ms %q; want 1999", got)
+	}
+	h = (&Outbound{RequestID: "r", Model: "m"}).Header()
+	if _, ok := h["X-Stargate-Deadline-Ms"]; ok {
+		t.Error("x-stargate-deadline-ms sent without a deadline")
+	}
+	if _, ok := h["X-Stargate-Max-Wait-Ms"]; ok {
+		t.Error("x-stargate-max-wait-ms sent without a deadline")
+	}
+}

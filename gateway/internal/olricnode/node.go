@@ -43,6 +43,9 @@ type Config struct {
 	// read nor write entries nor join. Empty runs open, which the gateway
 	// allows only for a node reachable on loopback alone (Exposure).
 	AuthSecret string
+	// CompactionInterval is how often Olric compacts the storage tables;
+	// 0 keeps Olric's default (10 minutes). Tests shorten it.
+	CompactionInterval time.Duration
 	// Resolve looks up K8sService; nil uses net.DefaultResolver.
 	Resolve func(ctx context.Context, host string) ([]string, error)
 	// LocalAddrs lists this host's interface addresses, which discovery
@@ -71,7 +74,10 @@ type Node struct {
 // Olric's Started callback uses process-global counters, so nodes in one
 // process (tests) must be started one after another.
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
-	c := olricConfig(cfg, log)
+	c, err := olricConfig(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	peers, err := discover(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -107,7 +113,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Node, error) {
 }
 
 // olricConfig translates cfg into Olric's configuration, peers aside.
-func olricConfig(cfg Config, log *slog.Logger) *config.Config {
+func olricConfig(cfg Config, log *slog.Logger) (*config.Config, error) {
 	c := config.New(cfg.Env)
 	c.BindAddr, c.BindPort = cfg.BindAddr, cfg.BindPort
 	c.MemberlistConfig.BindAddr = cfg.MemberlistBindAddr
@@ -130,8 +136,20 @@ func olricConfig(cfg Config, log *slog.Logger) *config.Config {
 	c.Logger = slog.NewLogLogger(log.With("component", "olric").Handler(), slog.LevelWarn)
 	// Each touched partition reserves a table of TableSize bytes; Olric's
 	// default (1 MiB x 271 partitions) shows as hundreds of MB of heap.
-	c.DMaps.Engine = config.NewEngine()
-	c.DMaps.Engine.Config["tableSize"] = cfg.TableSize
+	// The engine is Olric's own (kvstore, which Sanitize builds from this
+	// configuration) wrapped in compactingEngine, which every fragment's
+	// engine inherits through Fork and which replaces kvstore's compaction
+	// (engine.go says why).
+	engine := config.NewEngine()
+	engine.Config["tableSize"] = cfg.TableSize
+	if err := engine.Sanitize(); err != nil {
+		return nil, fmt.Errorf("olric storage engine: %w", err)
+	}
+	engine.Implementation = &compactingEngine{Engine: engine.Implementation, now: time.Now}
+	c.DMaps.Engine = engine
+	if cfg.CompactionInterval > 0 {
+		c.DMaps.TriggerCompactionInterval = cfg.CompactionInterval
+	}
 	if cfg.AuthSecret != "" {
 		c.Authentication = &config.Authentication{Password: Password(cfg.AuthSecret)}
 		// memberlist builds its keyring from SecretKey and, with the
@@ -141,7 +159,7 @@ func olricConfig(cfg Config, log *slog.Logger) *config.Config {
 	} else if why := cfg.Exposure(); why != "" {
 		log.Warn("olric runs without authentication although other processes can reach it: anyone who reaches its ports can rewrite rate-limit counters and last-cluster hints", "exposure", why)
 	}
-	return c
+	return c, nil
 }
 
 // waitStarted waits for Olric's Started callback, a Start error, the

@@ -3,6 +3,7 @@ package olricnode_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -73,6 +74,30 @@ func TestCollector(t *testing.T) {
 	got, err := testutil.GatherAndCount(reg, "olric_cluster_members", "olric_partitions_primary_owned", "olric_dmap_get_hits_total")
 	if err != nil || got != 3 {
 		t.Fatalf("gathered %d series (%v)", got, err)
+	}
+	// The storage gauges sum a DMap over every partition it touched.
+	dm, _ := n.Embedded().NewDMap("sized")
+	ctx := context.Background()
+	for i := range 50 {
+		if err := dm.Put(ctx, fmt.Sprintf("k%d", i), []byte("value"), olric.EX(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "sized" {
+				storage[mf.GetName()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	if storage["olric_storage_entries"] != 50 || storage["olric_storage_tables"] < 1 ||
+		storage["olric_storage_inuse_bytes"] < 50*float64(len("k0value")) || storage["olric_storage_allocated_bytes"] < storage["olric_storage_inuse_bytes"] {
+		t.Fatalf("storage gauges of DMap sized: %v", storage)
 	}
 }
 

@@ -42,6 +42,9 @@ type exchange struct {
 
 	p     *Prepared
 	model config.ModelConfig
+	// deadline is when the request's end-to-end budget runs out (zero:
+	// none); it ends the hub exchange, streams included.
+	deadline time.Time
 	// fn is the function_id metric label: the routing key, or "none".
 	fn     string
 	target lastcluster.Target
@@ -140,6 +143,9 @@ func (x *exchange) parse() bool {
 	}
 	x.s.setRoutingKey(x.st, p.RoutingKey)
 	x.p, x.model, x.fn = p, d.Models.For(p.Model), functionLabel(p.RoutingKey)
+	if b := requestBudget(x.r.Header, p.Req.Stream, d.RequestDeadline); b > 0 {
+		x.deadline = x.start.Add(b)
+	}
 	x.target = lastcluster.Target{RoutingKey: p.RoutingKey, Model: p.Model, Session: p.Session, RequestID: x.st.requestID}
 	return true
 }
@@ -250,13 +256,15 @@ func (x *exchange) endSpan() {
 // response head must arrive within --hub-response-header-timeout, streams
 // included, so a hung hub cannot hold its clients forever; a
 // non-streaming exchange must also end within --hub-request-timeout. A
-// stream's body is never cut: a long generation is not a failure. Each
-// deadline cancels the exchange with its own cause, which hubFailed and
-// upstreamFailed turn into a 504. The returned func stops both timers.
+// stream's body is cut by neither (a long generation is not a failure),
+// only by the request's own deadline, whose client has stopped reading
+// by then. Each bound cancels the exchange with its own cause, which
+// hubFailed and upstreamFailed turn into a 504 and a started stream into
+// its error event. The returned func stops the timers.
 func (x *exchange) hubDeadlines(ctx context.Context) (context.Context, func()) {
 	d := &x.s.d
 	whole := !x.p.Req.Stream && d.HubRequestTimeout > 0
-	if d.HubResponseHeaderTimeout <= 0 && !whole {
+	if d.HubResponseHeaderTimeout <= 0 && !whole && x.deadline.IsZero() {
 		x.hubCtx = ctx
 		return ctx, func() {}
 	}
@@ -269,16 +277,18 @@ func (x *exchange) hubDeadlines(ctx context.Context) (context.Context, func()) {
 			}
 		})
 	}
-	var wholeTimer clock.Timer
+	var wholeTimer, deadlineTimer clock.Timer
 	if whole {
 		wholeTimer = d.Clock.AfterFunc(d.HubRequestTimeout, func() { cancel(errHubRequestTimeout) })
 	}
+	if !x.deadline.IsZero() {
+		deadlineTimer = d.Clock.AfterFunc(x.deadline.Sub(d.Clock.Now()), func() { cancel(errDeadlineExceeded) })
+	}
 	return ctx, func() {
-		if x.head != nil {
-			x.head.Stop()
-		}
-		if wholeTimer != nil {
-			wholeTimer.Stop()
+		for _, t := range [...]clock.Timer{x.head, wholeTimer, deadlineTimer} {
+			if t != nil {
+				t.Stop()
+			}
 		}
 		cancel(nil)
 	}
@@ -296,19 +306,34 @@ func (x *exchange) headCame() bool {
 	return x.headState.CompareAndSwap(headPending, headArrived)
 }
 
-// timedOut is the deadline that ended the hub exchange, nil when none did.
+// timedOut is the bound that ended the hub exchange, nil when none did. A
+// failure seen once the request's deadline has passed on the clock is the
+// deadline's too, even before the gateway's own timer has fired (a busy
+// machine fires timers late): the hub's deadline falls after the
+// gateway's, so a hub that ended the request for its deadline is seen
+// only then.
 func (x *exchange) timedOut() error {
 	if x.hubCtx == nil {
 		return nil
 	}
-	if c := context.Cause(x.hubCtx); errors.Is(c, errHubHeadTimeout) || errors.Is(c, errHubRequestTimeout) {
+	if c := context.Cause(x.hubCtx); errors.Is(c, errHubHeadTimeout) || errors.Is(c, errHubRequestTimeout) || errors.Is(c, errDeadlineExceeded) {
 		return c
+	}
+	if !x.deadline.IsZero() && !x.s.d.Clock.Now().Before(x.deadline) {
+		return errDeadlineExceeded
 	}
 	return nil
 }
 
-// writeTimeout answers 504 for an exchange one of the hub deadlines ended.
-func writeTimeout(w http.ResponseWriter) {
+// writeTimeout answers 504 for an exchange the bound cause ended:
+// deadline_exceeded for the request's own deadline, upstream_timeout for
+// the hub timeouts.
+func writeTimeout(w http.ResponseWriter, cause error) {
+	if errors.Is(cause, errDeadlineExceeded) {
+		openai.WriteError(w, &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: headers.ErrorCodeDeadlineExceeded,
+			Message: "the request's deadline passed before the answer was complete"})
+		return
+	}
 	openai.WriteError(w, &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: "upstream_timeout", Message: "the hub did not answer in time"})
 }
 
@@ -316,6 +341,9 @@ func writeTimeout(w http.ResponseWriter) {
 // exchange; ok is false when there is no hub answer to write (the client
 // has its error, or has gone).
 func (x *exchange) callHub(ctx context.Context) (*http.Response, bool) {
+	if !x.sendDeadline() {
+		return nil, false
+	}
 	hreq, err := x.s.d.Hub.NewRequest(ctx, http.MethodPost, x.e.Path(), x.p.Out.Header(), x.p.Body)
 	if err != nil {
 		x.s.d.Log.Error("building hub request", "request_id", x.st.requestID, "err", err)
@@ -358,7 +386,7 @@ func (x *exchange) hubFailed(err error) {
 	}
 	if te != nil {
 		x.s.d.Log.Warn("hub request timed out", "request_id", x.st.requestID, "err", te)
-		writeTimeout(x.w)
+		writeTimeout(x.w, te)
 		return
 	}
 	x.s.d.Log.Warn("hub request failed", "request_id", x.st.requestID, "err", err)

@@ -178,6 +178,12 @@ type opts struct {
 	// headTimeout and requestTimeout are the server's
 	// HubResponseHeaderTimeout and HubRequestTimeout (0: none).
 	headTimeout, requestTimeout time.Duration
+	// deadline is the server's RequestDeadline (0: none).
+	deadline time.Duration
+	// lateTimers gives the server a clock whose AfterFunc timers never
+	// fire (timers a busy machine has not run yet); the harness's fake
+	// clock still moves its Now.
+	lateTimers bool
 }
 
 func newHarness(t *testing.T, o opts) *harness {
@@ -210,9 +216,13 @@ func newHarness(t *testing.T, o opts) *harness {
 		u, _ = url.Parse(o.upstream.URL)
 		hc = hubclient.NewWithTransport(u, o.upstream.Client().Transport, "")
 	}
-	s := New(Deps{Hub: hc, Tracker: tr, Limiter: lim, Metrics: m, Log: log, Clock: clk, Keys: o.keys,
+	var sclk clock.Clock = clk
+	if o.lateTimers {
+		sclk = lateTimers{clk}
+	}
+	s := New(Deps{Hub: hc, Tracker: tr, Limiter: lim, Metrics: m, Log: log, Clock: sclk, Keys: o.keys,
 		Models: o.models, MaxBodyBytes: 1 << 20, DefaultMaxOutputTokens: 1, TracerProvider: o.tp,
-		HubResponseHeaderTimeout: o.headTimeout, HubRequestTimeout: o.requestTimeout})
+		HubResponseHeaderTimeout: o.headTimeout, HubRequestTimeout: o.requestTimeout, RequestDeadline: o.deadline})
 	ts := httptest.NewServer(s)
 	t.Cleanup(func() {
 		ts.Close()

@@ -36,7 +36,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if errors.Is(context.Cause(ctx), errHubHeadTimeout) {
-			writeTimeout(w)
+			writeTimeout(w, errHubHeadTimeout)
 			return
 		}
 		writeBadGateway(w, msg)

@@ -53,6 +53,9 @@ type Deps struct {
 	HubResponseHeaderTimeout time.Duration
 	// HubRequestTimeout bounds whole non-streaming exchanges; 0 = none.
 	HubRequestTimeout time.Duration
+	// RequestDeadline is every request's end-to-end budget, streams
+	// included, unless the client's own timeout is shorter; 0 = none.
+	RequestDeadline time.Duration
 	// DefaultMaxOutputTokens is reserved when a request sets no maximum.
 	DefaultMaxOutputTokens int64
 	// TracerProvider makes the server spans; nil means no-op.

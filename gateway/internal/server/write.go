@@ -161,16 +161,20 @@ var streamCutShort = openai.Error{Type: openai.TypeServer, Code: "upstream_strea
 
 // cutShort ends a stream the hub did not finish: the headers are sent, so
 // the status can no longer say it. The client gets an error event in the
-// shape the OpenAI SDKs raise on (unless the hub already relayed one) and
-// never a [DONE]; endpoint then aborts the response.
+// shape the OpenAI SDKs raise on (unless the hub already relayed one), of
+// code deadline_exceeded when the request's deadline ended the stream,
+// and never a [DONE]; endpoint then aborts the response.
 func (x *exchange) cutShort(err error, f *eventFilter, rc *http.ResponseController) {
+	e := streamCutShort
+	if te := x.timedOut(); errors.Is(te, errDeadlineExceeded) {
+		e, err = deadlineCut, te
+	}
 	x.s.d.Log.Warn("hub stream ended before its last event; cutting the client's stream short",
 		"request_id", x.st.requestID, "endpoint", x.e.String(), "err", err)
 	x.abort = true
 	if f.errorSent {
 		return
 	}
-	e := streamCutShort
 	ev := answer.ErrorEvent(&e)
 	if x.e == request.Responses {
 		ev = answer.ResponsesErrorEvent(&e, f.seq+1)
@@ -345,7 +349,7 @@ func writeBody(w http.ResponseWriter, resp *http.Response, b []byte) {
 func (x *exchange) upstreamFailed(msg string) {
 	if te := x.timedOut(); te != nil {
 		x.s.d.Log.Warn("hub request timed out", "request_id", x.st.requestID, "err", te)
-		writeTimeout(x.w)
+		writeTimeout(x.w, te)
 		return
 	}
 	x.s.d.Log.Warn("hub answer unusable", "request_id", x.st.requestID, "reason", msg)

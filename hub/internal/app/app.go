@@ -18,6 +18,7 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/hub/internal/tunnel"
+	"github.com/stargate-router/stargate/hub/internal/waitroom"
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/obs"
@@ -82,6 +83,7 @@ func New(cfg Config, log *slog.Logger, version string) (*App, error) {
 		return nil, err
 	}
 	pcfg := proxyConfig(cfg, log, clk, m, gatewayToken)
+	pcfg.WaitingRoom.Metrics = waitroom.NewMetrics(reg, cfg.MetricsPrefix)
 	pcfg.ConfiguredModel = lbCfg.HasModel
 	if a.reg.breakers, a.reg.breakerState, err = newBreakers(cfg, log, clk, reg); err != nil {
 		_ = backendLn.Close()
@@ -169,6 +171,8 @@ func proxyConfig(cfg Config, log *slog.Logger, clk clock.Clock, m *proxy.Metrics
 	pcfg.MaxConnectRetries = cfg.MaxConnectRetries
 	pcfg.RequirePylonRetrySignal = cfg.RequirePylonRetrySignal
 	pcfg.RequestTimeout = cfg.RequestTimeout
+	pcfg.WaitingRoom.Limit = cfg.MaxWaitingRequests
+	pcfg.WaitingRoom.ReturningFirst = cfg.ReturningSessionPriority
 	pcfg.Clock, pcfg.Log, pcfg.Metrics = clk, log, m
 	return pcfg
 }

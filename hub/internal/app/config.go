@@ -57,6 +57,11 @@ type Config struct {
 	BreakerFailures int
 	BreakerWindow   int
 	BreakerCoolDown time.Duration
+	// MaxWaitingRequests bounds each target's waiting room (0 = no bound);
+	// ReturningSessionPriority gives returning sessions the capacity and
+	// the places of a full room first (docs/reliability.md#overload-and-shedding).
+	MaxWaitingRequests       int
+	ReturningSessionPriority bool
 
 	// Who may call each listener. Every listener that serves callers
 	// authenticates them unless an insecure flag says otherwise: a
@@ -83,7 +88,8 @@ func DefaultConfig() Config {
 		HealthInterval: time.Second, ModelUnavailableWait: proxy.DefaultModelUnavailableWait,
 		StartupGrace:   proxy.DefaultStartupGrace,
 		BreakerEnabled: true, BreakerFailures: breaker.DefaultConfig().Failures, BreakerWindow: breaker.DefaultConfig().Window,
-		BreakerCoolDown: breaker.DefaultConfig().CoolDown,
+		BreakerCoolDown:    breaker.DefaultConfig().CoolDown,
+		MaxWaitingRequests: proxy.DefaultMaxWaitingRequests, ReturningSessionPriority: true,
 	}
 }
 
@@ -120,6 +126,8 @@ func (c *Config) Register(fs *cli.FlagSet) {
 	fs.Bool(&c.BreakerEnabled, "proxy-breaker-enabled", "HUB_PROXY_BREAKER_ENABLED", d.BreakerEnabled, "per-backend error breaker: a backend whose answers keep failing (5xx, broken streams, tunnel errors) gets no requests until a probe succeeds")
 	fs.Int(&c.BreakerFailures, "proxy-breaker-failures", "HUB_PROXY_BREAKER_FAILURES", d.BreakerFailures, "failures among a backend's last --proxy-breaker-window outcomes (within 60 s) that open its breaker")
 	fs.Int(&c.BreakerWindow, "proxy-breaker-window", "HUB_PROXY_BREAKER_WINDOW", d.BreakerWindow, "outcomes per backend the breaker remembers")
+	fs.Int(&c.MaxWaitingRequests, "proxy-max-waiting-requests", "HUB_PROXY_MAX_WAITING_REQUESTS", d.MaxWaitingRequests, "requests per model and routing key that may wait for a cluster with room at once; past it a request is refused at once with 503 waiting_room_full (0 = no bound)")
+	fs.Bool(&c.ReturningSessionPriority, "proxy-returning-session-priority", "HUB_PROXY_RETURNING_SESSION_PRIORITY", d.ReturningSessionPriority, "when requests wait for capacity, returning sessions (last_cluster_affinity) get a freed cluster first and a full waiting room sheds new requests before them")
 	fs.Millis(&c.BreakerCoolDown, "proxy-breaker-cool-down-ms", "HUB_PROXY_BREAKER_COOL_DOWN_MS", d.BreakerCoolDown, "how long an open breaker refuses before it lets one probe through; doubles while probes fail, up to 60 s")
 	fs.Millis(&c.StartupGrace, "proxy-startup-grace-ms", "HUB_PROXY_STARTUP_GRACE_MS", d.StartupGrace, "for this long after start every model counts as known (pylons are still reconnecting): a request for one without a backend waits instead of 404; 0 disables")
 	fs.String(&c.LBConfigPath, "lb-config-path", "HUB_LB_CONFIG_PATH", "", "lb-config.json: algorithms per model, read once at startup; unset allows every algorithm with default settings")
@@ -166,6 +174,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BreakerEnabled && (c.BreakerFailures < 1 || c.BreakerWindow < c.BreakerFailures) {
 		errs = append(errs, errors.New("--proxy-breaker-failures and --proxy-breaker-window: need 1 <= failures <= window"))
+	}
+	if c.MaxWaitingRequests < 0 {
+		errs = append(errs, fmt.Errorf("--proxy-max-waiting-requests %d: must be >= 0", c.MaxWaitingRequests))
 	}
 	if c.BreakerEnabled && c.BreakerCoolDown <= 0 {
 		errs = append(errs, errors.New("--proxy-breaker-cool-down-ms: must be > 0"))

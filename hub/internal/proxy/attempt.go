@@ -78,6 +78,10 @@ const statusClientClosed = 499
 func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, req *request, st *loop, dec *routing.Decision, b state.Backend) attemptResult {
 	st.attempts++
 	res := p.store.Reserve(req.target, dec.ClusterID, b.ID, req.pass.Req.InputTokens, req.pass.Req.Priority)
+	// Leave the waiting room only now: a request that yielded to this one
+	// passes again as soon as it has left, and must see the reservation.
+	p.rooms.Leave(st.ticket)
+	st.ticket = nil
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	rt, ok := p.tunnels.RoundTripper(b.ID)
@@ -89,6 +93,7 @@ func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, req *request, st
 		openai.WriteError(w, openai.Internal("building upstream request"))
 		return attemptDone
 	}
+	p.forwardDeadline(out, req)
 	// answered closes the body: a retry closes it at once, an answer once
 	// it is copied to the client.
 	resp, err := p.roundTrip(ctx, cancel, rt, out, req, st, dec, b) //nolint:bodyclose // closed by answered, as above
@@ -162,6 +167,14 @@ func (p *Proxy) logAttempt(ctx context.Context, req *request, st *loop, b state.
 // retry budget and the connect retries last, and is a 502 after.
 func (p *Proxy) transportFailed(w http.ResponseWriter, r *http.Request, req *request, st *loop, b state.Backend, err error) attemptResult {
 	t := req.target
+	if p.pastDeadline(req) {
+		// The deadline cancelled the attempt: not the backend's failure,
+		// and no time is left for another.
+		st.report(breaker.Ignored)
+		p.cfg.Metrics.attempt(t, b.ID, "proxy_"+strconv.Itoa(http.StatusGatewayTimeout))
+		p.deadlineExceeded(w, req, b.ID, stageUpstream)
+		return attemptDone
+	}
 	if r.Context().Err() != nil {
 		st.report(breaker.Ignored)
 		p.cfg.Metrics.attempt(t, b.ID, "proxy_"+strconv.Itoa(statusClientClosed))
@@ -196,6 +209,13 @@ func (p *Proxy) answered(w http.ResponseWriter, r *http.Request, req *request, s
 	t := req.target
 	p.cfg.Metrics.attempt(t, b.ID, "upstream_"+strconv.Itoa(resp.StatusCode))
 	p.cfg.Metrics.proxyDuration(t, b.ID, p.cfg.Clock.Since(req.start))
+	if pylonDeadline(resp) {
+		// Not the backend's failure, and no time is left for a retry.
+		_ = resp.Body.Close()
+		st.report(breaker.Ignored)
+		p.deadlineExceeded(w, req, b.ID, stageUpstream)
+		return attemptDone
+	}
 	reason := strings.TrimSpace(headers.First(resp.Header, canonRetryReason))
 	if resp.StatusCode == http.StatusTooManyRequests && isTrue(headers.First(resp.Header, canonRetryable)) && reason == headers.ReasonQueueEstimateMismatch {
 		res.Release()
@@ -262,18 +282,23 @@ func (p *Proxy) writeAnswer(w http.ResponseWriter, r *http.Request, req *request
 	}
 	err := p.copyResponse(w, resp, clusterID, b, req.sessionState())
 	p.done(req, b.ID, resp.StatusCode)
+	expired := err != nil && p.pastDeadline(req)
 	switch {
-	case r.Context().Err() != nil:
+	case r.Context().Err() != nil || expired:
 		st.report(breaker.Ignored)
 	case err != nil:
 		st.report(breaker.Failure)
 	default:
 		st.report(breaker.Success)
 	}
-	if err != nil && r.Context().Err() == nil {
-		// The upstream stream broke after the head: abort the client's
-		// stream so that it reads as truncated, not complete, as
-		// httputil.ReverseProxy does (docs/design/hub-request.md#streaming).
+	if expired {
+		p.logDeadline(req, b.ID, stageStreaming)
+	}
+	if err != nil && (r.Context().Err() == nil || expired) {
+		// The upstream stream broke after the head, or the deadline cut
+		// it: abort the client's stream so that it reads as truncated, not
+		// complete, as httputil.ReverseProxy does
+		// (docs/design/hub-request.md#streaming).
 		p.cfg.Log.Warn("upstream response body failed; aborting the client stream", "request_id", req.pass.Req.ID,
 			"inference_server_id", b.ID, "err", err)
 		panic(http.ErrAbortHandler)

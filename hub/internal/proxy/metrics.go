@@ -30,6 +30,7 @@ type Metrics struct {
 	unauthorizedN   prometheus.Counter
 	backendWaits    *prometheus.CounterVec
 	backendWaiting  *prometheus.GaugeVec
+	deadlines       *prometheus.CounterVec
 }
 
 // sessionTarget is one label set of routing_session_selections_total before
@@ -90,7 +91,17 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 		Help: "Requests waiting now for a backend of a known model that has none."}, []string{"routing_key", "model"})
 	reg.MustRegister(m.requests, m.attempts, m.retries, m.selections, m.exhaustedTotal, m.replayBuffer, m.proxyDur, m.routingDur,
 		m.activeInference, m.kvFallbacks, m.admissions, m.sessions, m.unauthorizedN, m.backendWaits, m.backendWaiting)
+	m.deadlines = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "deadline_exceeded_total",
+		Help: "Requests ended by their x-stargate-deadline-ms, by stage: received, routing, upstream or streaming."},
+		[]string{"routing_key", "model", "stage"})
+	reg.MustRegister(m.deadlines)
 	return m
+}
+
+func (m *Metrics) deadlineExceeded(t routing.Target, stage string) {
+	if m != nil {
+		m.deadlines.WithLabelValues(t.RoutingKey, t.Model, stage).Inc()
+	}
 }
 
 func (m *Metrics) unauthorized() {

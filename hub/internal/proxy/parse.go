@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"strings"
@@ -33,6 +34,14 @@ type request struct {
 	budgetUntil time.Time // zero: no budget header (retries limited by counts only)
 	noRetries   bool      // budget header 0
 	span        trace.Span
+	// deadline is when the request's x-stargate-deadline-ms runs out on
+	// the hub's clock; zero means none. ctx, set with it, is the request's
+	// context that ends at the deadline (see withDeadline).
+	deadline time.Time
+	ctx      context.Context
+	// expired is set when the deadline ended the request before any
+	// answer was written: serve then answers the 504.
+	expired bool
 }
 
 // parse reads the headers in the order of
@@ -63,6 +72,9 @@ func (p *Proxy) parse(r *http.Request) (*request, *openai.Error) {
 		return nil, oerr
 	}
 	rr.LastClusterID = lastClusterHint(h)
+	if oerr := parseDeadline(h, req); oerr != nil {
+		return nil, oerr
+	}
 	req.pass = dispatch.NewPass(route, rr, maxWait, hasMaxWait, p.limits)
 	return req, nil
 }

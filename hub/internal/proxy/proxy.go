@@ -17,6 +17,7 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
+	"github.com/stargate-router/stargate/hub/internal/waitroom"
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/headers"
 	"github.com/stargate-router/stargate/pkg/openai"
@@ -91,6 +92,10 @@ type Config struct {
 	StartupGrace time.Duration
 	// Breakers is the per-backend breaker; nil disables it.
 	Breakers *breaker.Set
+	// WaitingRoom is the overload policy of requests waiting for a cluster
+	// with room: --proxy-max-waiting-requests (Limit, 1024 per target) and
+	// --proxy-returning-session-priority (ReturningFirst, on).
+	WaitingRoom waitroom.Config
 
 	Clock   clock.Clock
 	Log     *slog.Logger
@@ -122,8 +127,15 @@ func Defaults() Config {
 		MaxWaitPoll:             limits.MaxWaitPoll,
 		ModelUnavailableWait:    DefaultModelUnavailableWait,
 		StartupGrace:            DefaultStartupGrace,
+		WaitingRoom:             waitroom.Config{Limit: DefaultMaxWaitingRequests, ReturningFirst: true},
 	}
 }
+
+// DefaultMaxWaitingRequests bounds each target's waiting room: at the
+// demo fleet's rate a room this size holds several seconds of arrivals,
+// and past it a burst is refused at once instead of holding bodies and
+// goroutines for the whole routing wait.
+const DefaultMaxWaitingRequests = 1024
 
 // DefaultModelUnavailableWait and DefaultStartupGrace cover a pylon's or
 // the hub's restart: a pylon redials within its backoff (at most 10 s)
@@ -142,6 +154,7 @@ type Proxy struct {
 	store    Store
 	tunnels  Tunnels
 	resolver lb.Resolver
+	rooms    *waitroom.Rooms
 	rngs     sync.Pool
 
 	tracer     trace.Tracer
@@ -165,7 +178,7 @@ func New(cfg Config, store Store, tunnels Tunnels, resolver lb.Resolver) *Proxy 
 	if cfg.Propagator == nil {
 		cfg.Propagator = otel.GetTextMapPropagator()
 	}
-	p := &Proxy{cfg: cfg, store: store, tunnels: tunnels, resolver: resolver,
+	p := &Proxy{cfg: cfg, store: store, tunnels: tunnels, resolver: resolver, rooms: waitroom.New(cfg.WaitingRoom),
 		limits: dispatch.Limits{MaxRoutingWait: cfg.MaxRoutingWait, MaxWaitPoll: cfg.MaxWaitPoll},
 		tracer: cfg.TracerProvider.Tracer(tracerName), propagator: cfg.Propagator, started: cfg.Clock.Now()}
 	seed := cfg.Seed
@@ -247,12 +260,30 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	req.span = span
 	traceParsed(span, r, req, r.Header.Get(headers.RoutingMethod))
+	if !req.deadline.IsZero() {
+		// The deadline bounds everything from here: a request that
+		// arrives with none left is answered at once, and one whose
+		// deadline passes while it waits or while its cluster works is
+		// cancelled, which resets its tunnel stream to the pylon.
+		if !req.deadline.After(req.start) {
+			p.deadlineExceeded(w, req, "", stageReceived)
+			return
+		}
+		var stop func()
+		r, stop = p.withDeadline(r, req)
+		defer stop()
+	}
 	if !p.readBody(w, r, req) {
 		return
 	}
 	rng := p.rngs.Get().(*rand.Rand)
 	defer p.rngs.Put(rng)
 	p.route(w, r, req, rng)
+	if req.expired {
+		// The routing loop ended the request as if its client had left
+		// (done recorded nothing): the deadline did, so it gets its 504.
+		p.deadlineExceeded(w, req, "", stageRouting)
+	}
 }
 
 // readBody buffers the request body for replay on retries; a body over the

@@ -11,7 +11,7 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/breaker"
 	"github.com/stargate-router/stargate/hub/internal/dispatch"
 	"github.com/stargate-router/stargate/hub/internal/routing"
-	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/hub/internal/waitroom"
 	"github.com/stargate-router/stargate/pkg/headers"
 	"github.com/stargate-router/stargate/pkg/openai"
 )
@@ -34,6 +34,11 @@ type loop struct {
 	retryAfter time.Duration
 	permit     breaker.Permit
 	failOpen   bool
+	// ticket is the request's place in its target's waiting room while it
+	// waits for a cluster with room; yielded reports that its previous
+	// pass gave a cluster up to waiting returning sessions.
+	ticket  *waitroom.Ticket
+	yielded bool
 }
 
 // report ends the current attempt's breaker permit.
@@ -58,18 +63,33 @@ func (st *loop) failBackend(id string) {
 func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng *rand.Rand) {
 	st := &loop{}
 	defer traceCounters(req.span, st, len(req.body))
+	defer func() { p.rooms.Leave(st.ticket) }()
 	loopStart := p.cfg.Clock.Now() // the body is already read: routing time starts here
 	for {
+		p.rooms.Pass(st.ticket)
 		snap := p.store.Snapshot(req.target)
 		req.pass.Req.Excluded = p.excludeBroken(req, st, snap)
 		out := dispatch.Decide(&req.pass, snap, p.cfg.Clock.Now(), rng)
 		switch out.Kind {
 		case dispatch.Wait:
-			if !p.waitToPass(r, req, st, &out) {
+			st.yielded = false
+			switch p.waitToPass(r, req, st, &out) {
+			case waitPassAgain:
+			case waitClientGone:
 				p.done(req, "", statusClientClosed)
+				return
+			case waitRoomFull, waitDisplaced:
+				p.shed(w, req, st)
 				return
 			}
 		case dispatch.Chosen:
+			if p.yieldToReturning(r, req, st) {
+				if r.Context().Err() != nil {
+					p.done(req, "", statusClientClosed)
+					return
+				}
+				continue
+			}
 			p.recordSelection(req, snap, &out, st, loopStart)
 			if p.tryCluster(w, r, req, st, &out.Decision) == nextDone {
 				return
@@ -218,17 +238,112 @@ func (p *Proxy) modelUnavailable(w http.ResponseWriter, req *request, st *loop) 
 	p.done(req, "", http.StatusServiceUnavailable)
 }
 
-// waitToPass sleeps out a pass's wait on the proxy's clock; it reports
-// false when the client left meanwhile.
-func (p *Proxy) waitToPass(r *http.Request, req *request, st *loop, out *dispatch.Outcome) bool {
+// waitEnd is how one routing wait ended.
+type waitEnd uint8
+
+const (
+	waitPassAgain  waitEnd = iota // the wait is over (or a wake came): pass again
+	waitClientGone                // the client left
+	waitRoomFull                  // the target's waiting room had no place
+	waitDisplaced                 // a returning session took this request's place
+)
+
+// waitToPass sleeps out a pass's wait on the proxy's clock, in the
+// target's waiting room (hub/internal/waitroom): the request takes a
+// place at its first wait and keeps it until an attempt reserves a
+// cluster for it (attempt leaves the room right after the reservation).
+// A returning session's sleep ends early when a request about to take a
+// cluster yields it.
+func (p *Proxy) waitToPass(r *http.Request, req *request, st *loop, out *dispatch.Outcome) waitEnd {
+	if st.ticket == nil {
+		tk, ok := p.rooms.Enter(req.target, waitroom.ClassOf(req.pass.Req.Session))
+		if !ok {
+			return waitRoomFull
+		}
+		st.ticket = tk
+	}
 	if !st.waitLogged {
 		st.waitLogged = true
 		p.cfg.Log.Debug("waiting for routing bucket eligibility", "request_id", req.pass.Req.ID,
-			"model", req.target.Model, "wait", out.Decision.Wait)
+			"model", req.target.Model, "wait", out.Decision.Wait, "class", st.ticket.Class().String())
 	}
 	st.waits++
-	return clock.Sleep(p.cfg.Clock, r.Context().Done(), out.Wait)
+	wake := p.rooms.Sleep(st.ticket)
+	timer := p.cfg.Clock.NewTimer(out.Wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C():
+	case <-wake:
+	case <-st.ticket.Shed():
+		return waitDisplaced
+	case <-r.Context().Done():
+		return waitClientGone
+	}
+	return waitPassAgain
 }
+
+// yieldToReturning applies the returning-first policy to a pass that gave
+// a request which is not a returning session a cluster: when returning
+// sessions wait for the same target, it wakes them and waits until each
+// has passed (at most one poll interval), so the room this pass found
+// goes to them first. It reports whether the request yielded; it then
+// passes again and takes what that pass gives, so a request yields at most
+// every other pass and its delay is bounded by the poll interval.
+func (p *Proxy) yieldToReturning(r *http.Request, req *request, st *loop) bool {
+	if st.yielded || waitroom.ClassOf(req.pass.Req.Session) == waitroom.Returning {
+		st.yielded = false
+		return false
+	}
+	settled, ok := p.rooms.Yield(req.target)
+	if !ok {
+		return false
+	}
+	st.yielded = true
+	timer := p.cfg.Clock.NewTimer(p.cfg.MaxWaitPoll)
+	defer timer.Stop()
+	var shed <-chan struct{}
+	if st.ticket != nil {
+		shed = st.ticket.Shed()
+	}
+	select {
+	case <-settled:
+	case <-timer.C():
+	case <-shed:
+	case <-r.Context().Done():
+	}
+	return true
+}
+
+// shed ends a request the waiting room could not keep: its target's room
+// was full, or a returning session took its place. 503 overloaded_error
+// with Retry-After, the room's reason in x-stargate-error-code and the
+// admission metric, so a client backs off as from any overload.
+func (p *Proxy) shed(w http.ResponseWriter, req *request, st *loop) {
+	t := req.target
+	reason := ReasonWaitingRoomFull
+	if st.ticket != nil {
+		reason = ReasonDisplaced
+	}
+	p.cfg.Log.Warn("shedding a waiting request", "request_id", req.pass.Req.ID,
+		"model", t.Model, "routing_key", t.RoutingKey, "reason", reason)
+	p.cfg.Metrics.admissionRejected(t, reason)
+	w.Header().Set(headers.StargateErrorCode, reason)
+	oerr := openai.Unavailable(reason, fmt.Sprintf("no cluster can serve model %s now (%s)", t.Model, reason))
+	oerr.RetryAfter = retryAfterSeconds(st.retryAfter)
+	openai.WriteError(w, oerr)
+	p.done(req, "", http.StatusServiceUnavailable)
+}
+
+// Reasons a waiting request is shed (the reason label of
+// stargate_admission_rejections_total and x-stargate-error-code).
+const (
+	// ReasonWaitingRoomFull: the target's waiting room held
+	// --proxy-max-waiting-requests and nobody could be displaced.
+	ReasonWaitingRoomFull = "waiting_room_full"
+	// ReasonDisplaced: a returning session took the place of this waiting
+	// request in a full room.
+	ReasonDisplaced = "shed_for_returning_session"
+)
 
 // recordSelection records a choice: the routing time (at the first choice
 // only), the selection metrics, the span's routing fields and, for a

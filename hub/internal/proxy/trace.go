@@ -125,8 +125,15 @@ func endAttemptSpan(span trace.Span, resp *http.Response, err error, ttfb time.D
 }
 
 // done records a request's final outcome: requests_total and the root
-// span's status and serving backend.
+// span's status and serving backend. A 499 (client gone) whose context the
+// request's deadline ended is not recorded but marked expired: a 499 is
+// only ever recorded for a request nothing was written to, so serve can
+// still answer it with the 504, and records that.
 func (p *Proxy) done(req *request, backendID string, status int) {
+	if status == statusClientClosed && req.deadlinePassed() {
+		req.expired = true
+		return
+	}
 	p.cfg.Metrics.request(req.target, backendID, status)
 	span := req.span
 	if span == nil || !span.IsRecording() {

@@ -51,6 +51,14 @@ func fleet(n int) stack.Fleet {
 // folder.
 func startStack(t *testing.T, o stack.Options) *stack.Stack {
 	t.Helper()
+	st, _ := startStackLogs(t, o)
+	return st
+}
+
+// startStackLogs is startStack that also returns the folder of the
+// children's logs (one <child>.log each), for a test that reads them.
+func startStackLogs(t *testing.T, o stack.Options) (*stack.Stack, string) {
+	t.Helper()
 	if *binDir == "" {
 		t.Skip("the fault suite needs the binaries: -args -bin <dir> or STARGATE_FAULTS_BIN (make faults)")
 	}
@@ -80,7 +88,7 @@ func startStack(t *testing.T, o stack.Options) *stack.Stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Stop)
-	return st
+	return st, logs
 }
 
 // httpClient is a client of its own per test, without a global timeout

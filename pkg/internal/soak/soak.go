@@ -17,12 +17,20 @@ type Sample struct {
 	Process    string
 	RSSBytes   float64
 	Goroutines float64
+	// HeapInuseBytes, HeapReleasedBytes and SysBytes are the Go runtime's
+	// view (go_memstats_*), recorded so that growth in RSS can be told
+	// apart from growth of the live heap; the verdict does not use them.
+	HeapInuseBytes, HeapReleasedBytes, SysBytes float64
+	// OlricEntries and OlricAllocatedBytes are the gateway's Olric
+	// storage (olric_storage_*, summed over its DMaps); 0 elsewhere.
+	OlricEntries, OlricAllocatedBytes float64
 }
 
 // Bounds say how much growth still counts as flat. A process's memory and
 // goroutines move with the load at the moment of a scrape, so the verdict
 // compares medians of a few samples at the start and at the end of the
-// measured window, and the idle counts before and after the load.
+// measured window, the medians of its middle and last thirds, and the idle
+// counts before and after the load.
 type Bounds struct {
 	// Warmup is excluded: caches, pools and the Olric tables fill up.
 	Warmup time.Duration
@@ -32,6 +40,15 @@ type Bounds struct {
 	// median by RSSRatio of it plus RSSSlackBytes.
 	RSSRatio      float64
 	RSSSlackBytes float64
+	// TailRatio and TailSlackBytes: the median of the last third of the
+	// measured window may exceed the median of its middle third by
+	// TailRatio of it plus TailSlackBytes. A structure that fills and
+	// levels off (a cache, a store whose entries expire) grows less and
+	// less and passes; one that still grows at the same pace at the end
+	// fails, even when it stayed within the RSS bound over the whole
+	// window, as a slow leak in a short run does.
+	TailRatio      float64
+	TailSlackBytes float64
 	// GoroutineSlack: after the load, with the client's connections
 	// closed, a process may hold this many more goroutines than before it.
 	GoroutineSlack float64
@@ -43,11 +60,12 @@ type Bounds struct {
 }
 
 // DefaultBounds are the bounds make soak applies: 5 minutes of warm-up,
-// medians of 3 samples, 15 % + 8 MiB of memory growth, 5 goroutines
+// medians of 3 samples, 15 % + 8 MiB of memory growth over the measured
+// window and 3 % + 2 MiB from its middle third to its last, 5 goroutines
 // counted 150 s after the load.
 func DefaultBounds() Bounds {
-	return Bounds{Warmup: 5 * time.Minute, Window: 3, RSSRatio: 0.15, RSSSlackBytes: 8 << 20, GoroutineSlack: 5,
-		IdleWait: 150 * time.Second}
+	return Bounds{Warmup: 5 * time.Minute, Window: 3, RSSRatio: 0.15, RSSSlackBytes: 8 << 20,
+		TailRatio: 0.03, TailSlackBytes: 2 << 20, GoroutineSlack: 5, IdleWait: 150 * time.Second}
 }
 
 // Verdict is one process's result.
@@ -58,6 +76,8 @@ type Verdict struct {
 	// RSS medians at the start and end of the measured window, and the
 	// largest sample after the warm-up.
 	RSSStart, RSSEnd, RSSMax float64
+	// RSS medians of the middle and last thirds of the measured window.
+	RSSMiddle, RSSTail float64
 	// Goroutine medians during load, and the idle counts around it.
 	GoroutinesStart, GoroutinesEnd float64
 	IdleBefore, IdleAfter          float64
@@ -97,6 +117,12 @@ func Judge(samples []Sample, idleBefore, idleAfter map[string]float64, b Bounds)
 		}
 		if limit := v.RSSStart*(1+b.RSSRatio) + b.RSSSlackBytes; v.RSSEnd > limit {
 			v.Problems = append(v.Problems, fmt.Sprintf("memory grew from %s to %s (bound %s)", mib(v.RSSStart), mib(v.RSSEnd), mib(limit)))
+		}
+		n := len(ss)
+		v.RSSMiddle, v.RSSTail = median(ss[n/3:2*n/3], rss), median(ss[2*n/3:], rss)
+		if limit := v.RSSMiddle*(1+b.TailRatio) + b.TailSlackBytes; v.RSSTail > limit {
+			v.Problems = append(v.Problems, fmt.Sprintf("memory still growing: %s in the middle third, %s in the last (bound %s)",
+				mib(v.RSSMiddle), mib(v.RSSTail), mib(limit)))
 		}
 		before, okB := idleBefore[p]
 		after, okA := idleAfter[p]
@@ -146,17 +172,20 @@ func WriteReport(w io.Writer, title string, l Load, vs []Verdict, b Bounds) bool
 	fmt.Fprintf(w, "| rate | %.2f req/s achieved |\n", l.AchievedRate)
 	fmt.Fprintf(w, "| TTFT | p50 %.0f ms, p99 %.0f ms |\n", l.TTFTp50Ms, l.TTFTp99Ms)
 	fmt.Fprintf(w, "| returning-turn cache hit | %.1f %% of prompt tokens |\n\n", l.ReturningCacheHitPct)
-	fmt.Fprintf(w, "After %s of warm-up; memory is the median of %d samples at the start and the end of the rest; idle goroutines are counted before the load and %s after it, the client's connections closed.\n\n", b.Warmup, b.Window, b.IdleWait)
-	fmt.Fprintf(w, "| process | samples | RSS start | RSS end | RSS max | goroutines under load (start / end) | idle goroutines (before / after) | result |\n")
-	fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(w, "After %s of warm-up; memory is the median of %d samples at the start and the end of the rest (bound %.0f %% + %s), "+
+		"and the median of its middle and last thirds (bound %.0f %% + %s); idle goroutines are counted before the load and %s after it, the client's connections closed.\n\n",
+		b.Warmup, b.Window, 100*b.RSSRatio, mib(b.RSSSlackBytes), 100*b.TailRatio, mib(b.TailSlackBytes), b.IdleWait)
+	fmt.Fprintf(w, "| process | samples | RSS start | RSS end | RSS max | RSS middle / last third | goroutines under load (start / end) | idle goroutines (before / after) | result |\n")
+	fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, v := range vs {
 		res := "flat"
 		if !v.Flat() {
 			res = "**" + joinProblems(v.Problems) + "**"
 			ok = false
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %.0f / %.0f | %.0f / %.0f | %s |\n", v.Process, v.Samples,
-			mib(v.RSSStart), mib(v.RSSEnd), mib(v.RSSMax), v.GoroutinesStart, v.GoroutinesEnd, v.IdleBefore, v.IdleAfter, res)
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s / %s | %.0f / %.0f | %.0f / %.0f | %s |\n", v.Process, v.Samples,
+			mib(v.RSSStart), mib(v.RSSEnd), mib(v.RSSMax), mib(v.RSSMiddle), mib(v.RSSTail), v.GoroutinesStart, v.GoroutinesEnd,
+			v.IdleBefore, v.IdleAfter, res)
 	}
 	verdict := "PASS"
 	if !ok {

@@ -30,6 +30,13 @@ func TestJudge(t *testing.T) {
 	all = append(all, series("leak", func(i int) float64 { return float64(100+i) * mb }, func(int) float64 { return 30 }, 60)...)
 	// Too short a run to judge.
 	all = append(all, series("short", func(int) float64 { return mb }, func(int) float64 { return 1 }, 12)...)
+	// A slow leak: 0.25 MiB per sample, 12 MiB over the measured window,
+	// within the 15 % + 8 MiB bound but still growing at the end.
+	all = append(all, series("slow", func(i int) float64 { return (40 + 0.25*float64(i)) * mb }, func(int) float64 { return 30 }, 60)...)
+	// A cache that fills for 10 minutes after the warm-up, by 10 MiB, and
+	// then stays: it grows nearly as much, but not at the end.
+	all = append(all, series("fills", func(i int) float64 { return (40 + 0.5*float64(min(max(i, 10), 30)-10)) * mb },
+		func(int) float64 { return 30 }, 60)...)
 	idleBefore := map[string]float64{"flat": 20, "leak": 20, "goroutines": 20}
 	idleAfter := map[string]float64{"flat": 24, "leak": 20}
 	// Flat memory but goroutines left behind after the load.
@@ -52,6 +59,12 @@ func TestJudge(t *testing.T) {
 	}
 	if v := got["goroutines"]; v.Flat() || !strings.Contains(v.Problems[0], "idle goroutines 20 before the load, 26 after") {
 		t.Errorf("goroutines: %+v", v)
+	}
+	if v := got["slow"]; v.Flat() || len(v.Problems) != 1 || !strings.Contains(v.Problems[0], "memory still growing") {
+		t.Errorf("slow: %+v", v)
+	}
+	if v := got["fills"]; !v.Flat() || v.RSSEnd-v.RSSStart < 9*mb {
+		t.Errorf("fills: %+v", v)
 	}
 	if got["leak"].RSSMax != 159*mb {
 		t.Errorf("leak max = %v", got["leak"].RSSMax/mb)

@@ -24,6 +24,7 @@ type Metrics struct {
 	admissionActMs   prometheus.Histogram
 	engineUpG        *prometheus.GaugeVec
 	engineReqs       *prometheus.CounterVec
+	deadlines        *prometheus.CounterVec
 }
 
 var (
@@ -64,9 +65,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		engineReqs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pylon_upstream_engine_requests_total",
 			Help: "Request attempts sent to each engine, by outcome: the status class of its answer (2xx, 3xx, 4xx, 5xx), error, retried or cancelled."},
 			[]string{"engine", "status"}),
+		deadlines: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pylon_deadline_exceeded_total",
+			Help: "Requests ended by their x-stargate-deadline-ms, by stage: received (the engine not called), engine (before its head) or streaming."},
+			[]string{"model", "routing_key", "stage"}),
 	}
 	reg.MustRegister(m.requests, m.toHeaders, m.toFirstOutput, m.duration, m.inputTokens, m.inputTokensHist,
-		m.retryableResp, m.nonretryableResp, m.admissionResults, m.admissionExpMs, m.admissionActMs, m.engineUpG, m.engineReqs)
+		m.retryableResp, m.nonretryableResp, m.admissionResults, m.admissionExpMs, m.admissionActMs, m.engineUpG, m.engineReqs, m.deadlines)
 	return m
 }
 
@@ -127,6 +131,12 @@ func (m *Metrics) engineUp(engine string, up bool) {
 		v = 1
 	}
 	m.engineUpG.WithLabelValues(engine).Set(v)
+}
+
+func (m *Metrics) deadlineExceeded(info RequestInfo, stage string) {
+	if m != nil {
+		m.deadlines.WithLabelValues(info.Model, info.RoutingKey, stage).Inc()
+	}
 }
 
 func (m *Metrics) engineRequest(engine, status string) {

@@ -140,7 +140,7 @@ type Proxy struct {
 func New(cfg Config, tracker Tracker, m *Metrics) *Proxy {
 	cfg.UpstreamBaseURL = strings.TrimRight(cfg.UpstreamBaseURL, "/")
 	return &Proxy{cfg: cfg, tracker: tracker, metrics: m, pool: newPool(cfg.engineURLs(), cfg.Clock, m),
-		notForwarded: headers.NewSet(append([]string{"Host", headers.TunnelMethod, headers.TunnelPath, headers.StargateExpectedQueueMs,
+		notForwarded: headers.NewSet(append([]string{"Host", headers.TunnelMethod, headers.TunnelPath, headers.StargateExpectedQueueMs, headers.StargateDeadlineMs,
 			headers.StargateUpstreamRetryable, headers.StargateRetryable, headers.StargateRetryReason, headers.StargateRetryAfterMs,
 			cfg.UpstreamRetryHeader, headers.DynamoRequestPriority, headers.DynamoRequestStrictPriority}, headers.HopByHop...)...),
 		notReturned: headers.NewSet(append([]string{"Content-Length", headers.StargateUpstreamRetryable, headers.StargateRetryable,
@@ -232,9 +232,16 @@ func requestHeaders(h http.Header) (RequestInfo, string) {
 // one request and records how it ended.
 func (px *Proxy) serveInference(w http.ResponseWriter, r *http.Request) {
 	start := px.cfg.Clock.Now()
-	info, ok := px.accept(w, r)
+	info, deadline, ok := px.accept(w, r, start)
 	if !ok {
 		return
+	}
+	if !deadline.IsZero() {
+		// Everything from here runs on a context that ends at the
+		// deadline, the engine request included.
+		var stop func()
+		r, stop = px.withDeadline(r, deadline)
+		defer stop()
 	}
 	obs := px.tracker.Begin(info)
 	out, abort := outcomeCancelled, false
@@ -251,21 +258,31 @@ func (px *Proxy) serveInference(w http.ResponseWriter, r *http.Request) {
 	out, abort = px.handle(w, r, info, obs, start)
 }
 
-// accept validates the request headers and that the model is published,
-// answering the refusal itself; nothing is observed before this passes.
-func (px *Proxy) accept(w http.ResponseWriter, r *http.Request) (RequestInfo, bool) {
+// accept validates the request headers, that the request's deadline (zero:
+// none) has not passed and that the model is published, answering the
+// refusal itself; nothing is observed before this passes.
+func (px *Proxy) accept(w http.ResponseWriter, r *http.Request, start time.Time) (RequestInfo, time.Time, bool) {
 	info, bad := requestHeaders(r.Header)
 	if bad != "" {
 		problem(w, http.StatusBadRequest, bad, nil)
-		return info, false
+		return info, time.Time{}, false
+	}
+	deadline, bad := readDeadline(r.Header, start)
+	if bad != "" {
+		problem(w, http.StatusBadRequest, bad, nil)
+		return info, time.Time{}, false
 	}
 	info.Endpoint = endpointOf(r.URL.Path)
+	if !deadline.IsZero() && !deadline.After(start) {
+		px.deadlineExceeded(w, info, stageReceived)
+		return info, time.Time{}, false
+	}
 	if !px.tracker.Published(info.Model) {
 		px.retryable(w, http.StatusServiceUnavailable, headers.ReasonModelGenerationUnavailable, 0,
 			fmt.Sprintf("model %q has no published generation on this pylon", info.Model))
-		return info, false
+		return info, time.Time{}, false
 	}
-	return info, true
+	return info, deadline, true
 }
 
 // handle reads and checks the body, runs queue admission and forwards the
@@ -451,6 +468,12 @@ func (px *Proxy) upstreamRequestHeaders(in http.Header, prio uint32) http.Header
 // hub; it returns the outcome, and abort when the response must be reset
 // rather than ended cleanly.
 func (px *Proxy) forward(w http.ResponseWriter, r *http.Request, info RequestInfo, body []byte, obs Observation, start time.Time) (outcome, bool) {
+	if deadlinePassed(r.Context()) {
+		// Reading the body and admission used what was left: the
+		// engine is not called for an answer nobody will read.
+		px.deadlineExceeded(w, info, stageReceived)
+		return outcomeCancelled, false
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	resp, e, gotConn, err := px.dispatch(ctx, r, info, body, obs)
@@ -499,6 +522,11 @@ func (px *Proxy) sendFailed(w http.ResponseWriter, r *http.Request, info Request
 	if errors.As(err, &be) {
 		problem(w, http.StatusBadGateway, "building upstream request: "+be.err.Error(), nil)
 		return outcomeFailed, false
+	}
+	if deadlinePassed(r.Context()) {
+		px.metrics.engineRequest(e.label, engineStatusCancelled)
+		px.deadlineExceeded(w, info, stageEngine)
+		return outcomeCancelled, false
 	}
 	if r.Context().Err() != nil {
 		px.metrics.engineRequest(e.label, engineStatusCancelled)
@@ -578,6 +606,10 @@ func (px *Proxy) copyBody(w http.ResponseWriter, r *http.Request, rc *http.Respo
 			break
 		}
 		if err != nil {
+			if deadlinePassed(r.Context()) {
+				px.logDeadline(info, stageStreaming)
+				return outcomeCancelled, true
+			}
 			if r.Context().Err() != nil {
 				return outcomeCancelled, false
 			}

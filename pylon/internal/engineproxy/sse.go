@@ -83,6 +83,11 @@ func (px *Proxy) streamEnded(ctx context.Context, eof, timedOut bool, outputs in
 	case timedOut:
 		px.cfg.Log.Warn("upstream SSE timed out waiting for output", "request_id", info.ID, "outputs", outputs)
 		return outcomeFailed, true
+	case deadlinePassed(ctx):
+		// The hub's stream is reset, as for a timeout: a cut answer
+		// must not end like a whole one.
+		px.logDeadline(info, stageStreaming)
+		return outcomeCancelled, true
 	case ctx.Err() != nil:
 		return outcomeCancelled, false
 	case !eof:

@@ -108,6 +108,19 @@ func Gateway() Dashboard {
 				{Title: "Olric partitions owned", Unit: "short", Stacked: true,
 					Description: "Partitions each node owns as primary; they should spread evenly over the members. A node owning all of them alone while others exist is split off.",
 					Queries:     []Query{q(`olric_partitions_primary_owned{`+gwi+`}`, "{{instance}}")}},
+				{Title: "Olric storage per DMap", Unit: "bytes",
+					Description: "Memory of each DMap's storage tables on each node (allocated), of its live entries (in use) and of deleted or overwritten entries (garbage). Allocated should rise between compactions (every 10 minutes) and fall back at each; a line that only rises is storage that is never reclaimed.",
+					Queries: []Query{
+						q(`sum by (instance, dmap) (olric_storage_allocated_bytes{`+gwi+`})`, "{{instance}} {{dmap}} allocated"),
+						q(`sum by (instance, dmap) (olric_storage_inuse_bytes{`+gwi+`})`, "{{instance}} {{dmap}} in use"),
+						q(`sum by (instance, dmap) (olric_storage_garbage_bytes{`+gwi+`})`, "{{instance}} {{dmap}} garbage"),
+					}},
+				{Title: "Olric entries and tables per DMap", Unit: "short",
+					Description: "Entries each DMap holds on each node (expired ones not yet dropped included) and the storage tables holding them. Entries level off at the live sessions and rate-limit windows; tables follow the entries after each compaction.",
+					Queries: []Query{
+						q(`sum by (instance, dmap) (olric_storage_entries{`+gwi+`})`, "{{instance}} {{dmap}} entries"),
+						q(`sum by (instance, dmap) (olric_storage_tables{`+gwi+`})`, "{{instance}} {{dmap}} tables"),
+					}},
 			}},
 		},
 	}

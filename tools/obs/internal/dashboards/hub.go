@@ -78,6 +78,14 @@ func HubRouting() Dashboard {
 						q(`sum by (model) (stargate_model_unavailable_waiting{`+hb+`})`, "{{model}} waiting"),
 						q(`sum by (outcome) (rate(stargate_model_unavailable_waits_total{`+hb+`}[$__rate_interval]))`, "{{outcome}} /s"),
 					}},
+				{Title: "Waiting room by session class", Unit: "short",
+					Description: "Requests waiting now for a cluster with room, by class (returning: a session whose last cluster is a candidate; other: new, stale or no session), and per second: refusals of a full room (--proxy-max-waiting-requests, 503 waiting_room_full), new waiters displaced by a returning session (503 shed_for_returning_session), and yields (a new request letting waiting returning sessions take a freed cluster first). Refusals or displacements mean the fleet is past its capacity.",
+					Queries: []Query{
+						q(`sum by (class) (stargate_routing_waiting_requests{`+hb+`})`, "{{class}} waiting"),
+						q(`sum by (class) (rate(stargate_routing_waiting_room_refusals_total{`+hb+`}[$__rate_interval]))`, "{{class}} refused /s"),
+						q(`sum (rate(stargate_routing_waiting_room_displacements_total{`+hb+`}[$__rate_interval]))`, "displaced /s"),
+						q(`sum (rate(stargate_routing_returning_priority_yields_total{`+hb+`}[$__rate_interval]))`, "yields /s"),
+					}},
 			}},
 			{Title: "Faults and trust", Panels: []Panel{
 				{Title: "Backend error breakers", Unit: "short",
