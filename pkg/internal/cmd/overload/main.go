@@ -31,12 +31,9 @@ import (
 	"syscall"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	prommodel "github.com/prometheus/common/model"
-
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/internal/overload"
+	"github.com/stargate-router/stargate/pkg/internal/promscrape"
 	"github.com/stargate-router/stargate/pkg/internal/stack"
 	"github.com/stargate-router/stargate/pkg/loadgen"
 	"github.com/stargate-router/stargate/pkg/workload"
@@ -229,9 +226,9 @@ func execute(ctx context.Context, o options, f stack.Fleet, lbPath, arm, dir str
 		defer t.Stop()
 		for {
 			for name, u := range targets {
-				if fams, err := scrape(sctx, scraper, u); err == nil {
+				if fams, err := promscrape.Scrape(sctx, scraper, u); err == nil {
 					mu.Lock()
-					peaks.Observe(name, gauge(fams, "go_goroutines"), gauge(fams, "process_resident_memory_bytes"))
+					peaks.Observe(name, fams.Gauge("go_goroutines"), fams.Gauge("process_resident_memory_bytes"))
 					mu.Unlock()
 				}
 			}
@@ -258,50 +255,8 @@ func execute(ctx context.Context, o options, f stack.Fleet, lbPath, arm, dir str
 	if rep == nil {
 		return nil, peaks, runErr
 	}
-	if fams, err := scrape(ctx, scraper, ep.HubMetrics); err == nil {
-		peaks.Refusals = byLabel(fams, "stargate_admission_rejections_total", "reason")
+	if fams, err := promscrape.Scrape(ctx, scraper, ep.HubMetrics); err == nil {
+		peaks.Refusals = fams.CounterByLabel("stargate_admission_rejections_total", "reason")
 	}
 	return rep, peaks, nil
-}
-
-func scrape(ctx context.Context, c *http.Client, url string) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("status %d", resp.StatusCode)
-	}
-	parser := expfmt.NewTextParser(prommodel.UTF8Validation)
-	return parser.TextToMetricFamilies(resp.Body)
-}
-
-func gauge(fams map[string]*dto.MetricFamily, name string) float64 {
-	f, ok := fams[name]
-	if !ok || len(f.GetMetric()) == 0 {
-		return 0
-	}
-	return f.GetMetric()[0].GetGauge().GetValue()
-}
-
-// byLabel sums a counter family's series by one label's value.
-func byLabel(fams map[string]*dto.MetricFamily, name, label string) map[string]float64 {
-	out := map[string]float64{}
-	f, ok := fams[name]
-	if !ok {
-		return out
-	}
-	for _, m := range f.GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == label {
-				out[l.GetValue()] += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return out
 }

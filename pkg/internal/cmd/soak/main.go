@@ -29,11 +29,8 @@ import (
 	"syscall"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	prommodel "github.com/prometheus/common/model"
-
 	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/internal/promscrape"
 	"github.com/stargate-router/stargate/pkg/internal/soak"
 	"github.com/stargate-router/stargate/pkg/internal/stack"
 	"github.com/stargate-router/stargate/pkg/loadgen"
@@ -243,7 +240,7 @@ func sample(ctx context.Context, c *http.Client, targets map[string]string, star
 		}
 		at := time.Since(started)
 		for name, u := range targets {
-			fams, err := scrape(ctx, c, u)
+			fams, err := promscrape.Scrape(ctx, c, u)
 			if err != nil {
 				if ctx.Err() == nil {
 					fmt.Fprintf(log, "soak: scrape %s: %v\n", name, err)
@@ -251,10 +248,10 @@ func sample(ctx context.Context, c *http.Client, targets map[string]string, star
 				continue
 			}
 			out = append(out, soak.Sample{At: at, Process: name,
-				RSSBytes: gauge(fams, "process_resident_memory_bytes"), Goroutines: gauge(fams, "go_goroutines"),
-				HeapInuseBytes: gauge(fams, "go_memstats_heap_inuse_bytes"), HeapReleasedBytes: gauge(fams, "go_memstats_heap_released_bytes"),
-				SysBytes: gauge(fams, "go_memstats_sys_bytes"), OlricEntries: sum(fams, "olric_storage_entries"),
-				OlricAllocatedBytes: sum(fams, "olric_storage_allocated_bytes")})
+				RSSBytes: fams.Gauge("process_resident_memory_bytes"), Goroutines: fams.Gauge("go_goroutines"),
+				HeapInuseBytes: fams.Gauge("go_memstats_heap_inuse_bytes"), HeapReleasedBytes: fams.Gauge("go_memstats_heap_released_bytes"),
+				SysBytes: fams.Gauge("go_memstats_sys_bytes"), OlricEntries: fams.SumGauge("olric_storage_entries"),
+				OlricAllocatedBytes: fams.SumGauge("olric_storage_allocated_bytes")})
 		}
 	}
 }
@@ -309,47 +306,13 @@ func fetchTo(ctx context.Context, c *http.Client, url, path string) error {
 func goroutines(ctx context.Context, c *http.Client, targets map[string]string) (map[string]float64, error) {
 	out := map[string]float64{}
 	for name, u := range targets {
-		fams, err := scrape(ctx, c, u)
+		fams, err := promscrape.Scrape(ctx, c, u)
 		if err != nil {
 			return nil, fmt.Errorf("scrape %s: %w", name, err)
 		}
-		out[name] = gauge(fams, "go_goroutines")
+		out[name] = fams.Gauge("go_goroutines")
 	}
 	return out, nil
-}
-
-func scrape(ctx context.Context, c *http.Client, url string) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("status %d", resp.StatusCode)
-	}
-	parser := expfmt.NewTextParser(prommodel.UTF8Validation)
-	return parser.TextToMetricFamilies(resp.Body)
-}
-
-func gauge(fams map[string]*dto.MetricFamily, name string) float64 {
-	f, ok := fams[name]
-	if !ok || len(f.GetMetric()) == 0 {
-		return 0
-	}
-	return f.GetMetric()[0].GetGauge().GetValue()
-}
-
-// sum adds every series of a gauge family (0 when it is absent).
-func sum(fams map[string]*dto.MetricFamily, name string) float64 {
-	var total float64
-	for _, m := range fams[name].GetMetric() {
-		total += m.GetGauge().GetValue()
-	}
-	return total
 }
 
 func writeSamples(path string, samples []soak.Sample) error {
