@@ -3,6 +3,7 @@ package waitroom
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stargate-router/stargate/hub/internal/routing"
 )
@@ -54,6 +55,10 @@ type Rooms struct {
 	cfg   Config
 	mu    sync.Mutex
 	rooms map[routing.Target]*room
+	// returning counts the returning waiters of every room, so that Yield,
+	// asked on every routing choice, answers the common case (nobody
+	// returning waits) without the lock.
+	returning atomic.Int64
 }
 
 // room is one target's waiters. Every field is guarded by Rooms.mu.
@@ -124,6 +129,7 @@ func (rs *Rooms) Enter(t routing.Target, c Class) (tk *Ticket, ok bool) {
 	r.total++
 	if c == Returning {
 		r.returning++
+		rs.returning.Add(1)
 	} else {
 		tk.elem = r.others.PushBack(tk)
 	}
@@ -154,6 +160,7 @@ func (rs *Rooms) removeLocked(tk *Ticket) {
 	r.total--
 	if tk.class == Returning {
 		r.returning--
+		rs.returning.Add(-1)
 		if tk.counted < r.gen {
 			tk.counted = r.gen
 			r.passed()
@@ -229,7 +236,7 @@ func (tk *Ticket) Class() Class { return tk.class }
 // once each has passed: the request waits for it, then takes what its
 // next pass gives. ok is false when nobody returning waits.
 func (rs *Rooms) Yield(t routing.Target) (settled <-chan struct{}, ok bool) {
-	if !rs.cfg.ReturningFirst {
+	if !rs.cfg.ReturningFirst || rs.returning.Load() == 0 {
 		return nil, false
 	}
 	rs.mu.Lock()
