@@ -277,15 +277,23 @@ func (x *exchange) hubDeadlines(ctx context.Context) (context.Context, func()) {
 			}
 		})
 	}
-	var wholeTimer, deadlineTimer clock.Timer
+	// The whole-exchange bound and the request's deadline end the same
+	// thing, so one timer serves both: the earlier, with its own cause.
+	var end time.Time
+	var endCause error
+	now := d.Clock.Now()
 	if whole {
-		wholeTimer = d.Clock.AfterFunc(d.HubRequestTimeout, func() { cancel(errHubRequestTimeout) })
+		end, endCause = now.Add(d.HubRequestTimeout), errHubRequestTimeout
 	}
-	if !x.deadline.IsZero() {
-		deadlineTimer = d.Clock.AfterFunc(x.deadline.Sub(d.Clock.Now()), func() { cancel(errDeadlineExceeded) })
+	if !x.deadline.IsZero() && (end.IsZero() || x.deadline.Before(end)) {
+		end, endCause = x.deadline, errDeadlineExceeded
+	}
+	var endTimer clock.Timer
+	if !end.IsZero() {
+		endTimer = d.Clock.AfterFunc(end.Sub(now), func() { cancel(endCause) })
 	}
 	return ctx, func() {
-		for _, t := range [...]clock.Timer{x.head, wholeTimer, deadlineTimer} {
+		for _, t := range [...]clock.Timer{x.head, endTimer} {
 			if t != nil {
 				t.Stop()
 			}
