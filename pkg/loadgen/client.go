@@ -387,12 +387,18 @@ func (c *Client) readStream(body io.Reader, r *Result, start time.Time) error {
 	br := bufio.NewReaderSize(body, 64<<10)
 	var reply strings.Builder
 	var data []byte
+	// hasData says the event has a data line, even an empty one: the SSE
+	// rule joins data lines with LF, so "data:" then "data: x" is "\nx".
+	hasData := false
 	events, done := 0, false
 	handle := func() error {
-		if len(data) == 0 {
+		if !hasData {
 			return nil
 		}
-		defer func() { data = data[:0] }()
+		defer func() { data, hasData = data[:0], false }()
+		if len(data) == 0 {
+			return nil // an empty data buffer dispatches nothing
+		}
 		if string(data) == "[DONE]" {
 			done = true
 			return nil
@@ -449,9 +455,10 @@ func (c *Client) readStream(body io.Reader, r *Result, start time.Time) error {
 				return herr
 			}
 		case strings.HasPrefix(line, "data:"):
-			if len(data) > 0 {
+			if hasData {
 				data = append(data, '\n')
 			}
+			hasData = true
 			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " ")...)
 		}
 		if err != nil {

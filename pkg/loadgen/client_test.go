@@ -257,14 +257,22 @@ func TestReadStreamErrors(t *testing.T) {
 		"no [DONE]":       "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
 		"failed response": "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"error\":{\"message\":\"boom\"}}}\n\n",
 		"bad json":        "data: {\n\n",
+		// Data lines join with LF: this event's data is "\n[DONE]", not
+		// the terminator.
+		"empty first data line": "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata:\ndata: [DONE]\n\n",
 	} {
 		var r Result
 		if err := c.readStream(strings.NewReader(body), &r, c.Clock.Now()); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+	var joined Result
+	body := "data:\n\ndata:\ndata: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n"
+	if err := c.readStream(strings.NewReader(body), &joined, c.Clock.Now()); err != nil || joined.Reply != "a" {
+		t.Fatalf("an empty event, then a chunk after an empty data line: %v %+v", err, joined)
+	}
 	var r Result
-	body := "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n" +
+	body = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n" +
 		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":9,\"output_tokens\":1,\"input_tokens_details\":{\"cached_tokens\":4}}}}\n\n"
 	if err := c.readStream(strings.NewReader(body), &r, c.Clock.Now()); err != nil || r.Reply != "hi" || r.PromptTokens != 9 || r.CachedTokens != 4 || r.OutputTokens != 1 {
 		t.Fatalf("responses stream: %v %+v", err, r)

@@ -158,10 +158,8 @@ func Read(in io.Reader) (*Workload, error) {
 	line := 0
 	for sc.Scan() {
 		line++
-		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
-		dec.DisallowUnknownFields()
 		if line == 1 {
-			if err := dec.Decode(&w.Header); err != nil {
+			if err := decodeLine(sc.Bytes(), &w.Header); err != nil {
 				return nil, fmt.Errorf("workload line 1 (header): %w", err)
 			}
 			if w.Header.V != Version {
@@ -176,7 +174,7 @@ func Read(in io.Reader) (*Workload, error) {
 			continue
 		}
 		var r Request
-		if err := dec.Decode(&r); err != nil {
+		if err := decodeLine(sc.Bytes(), &r); err != nil {
 			return nil, fmt.Errorf("workload line %d: %w", line, err)
 		}
 		if r.Index != len(w.Requests) {
@@ -194,6 +192,22 @@ func Read(in io.Reader) (*Workload, error) {
 		return nil, errors.New("workload: empty file")
 	}
 	return &w, nil
+}
+
+// decodeLine decodes one line holding exactly one JSON object into v:
+// unknown fields and anything after the object (a second object, stray
+// text) are errors, so a damaged or hand-edited file fails loudly instead
+// of replaying something else than it says.
+func decodeLine(line []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("unexpected data after the JSON object at byte %d", dec.InputOffset())
+	}
+	return nil
 }
 
 // ReadFile reads a workload file and returns it with its fingerprint.

@@ -62,6 +62,10 @@ func TestReadRejects(t *testing.T) {
 		"no tokens":     head + `{"i":0,"turn":1,"source":"none","endpoint":"chat","new_input_tokens":0,"output_tokens":1}`,
 		"endpoint":      head + `{"i":0,"turn":1,"source":"none","endpoint":"embeddings","new_input_tokens":1,"output_tokens":1}`,
 		"source":        head + `{"i":0,"session":"s","turn":1,"source":"cookie","endpoint":"chat","new_input_tokens":1,"output_tokens":1}`,
+		"header tail":   `{"v":1,"suite":"s","seed":1,"model":"m","mode":"open"} {"v":1}` + "\n",
+		"two requests on a line": head + `{"i":0,"turn":1,"source":"none","endpoint":"chat","new_input_tokens":1,"output_tokens":1}` +
+			`{"i":1,"turn":1,"source":"none","endpoint":"chat","new_input_tokens":1,"output_tokens":1}`,
+		"stray text": head + `{"i":0,"turn":1,"source":"none","endpoint":"chat","new_input_tokens":1,"output_tokens":1} x`,
 	} {
 		if _, err := Read(strings.NewReader(in)); err == nil {
 			t.Errorf("%s: accepted", name)
