@@ -306,6 +306,20 @@ func (e *env) gateway(h hub, flags ...string) (gw, metrics string) {
 // joining peers (memberlist addresses), authenticated with the shared
 // secret file olricSecret, and returns it with its gossip address.
 func (e *env) olricGateway(h hub, olricSecret string, peers []string, flags ...string) (p *proc, gw, metrics, gossip string) {
+	n := e.startOlricMember(h, olricSecret, peers, flags...)
+	return n.p, n.gw, n.metrics, n.gossip
+}
+
+// olricMember is a gateway started with an Olric node: the process, its API
+// and metrics URLs, and its Olric gossip and data (RESP) addresses.
+type olricMember struct {
+	p                         *proc
+	gw, metrics, gossip, data string
+}
+
+// startOlricMember is olricGateway returning the node's data address too,
+// for tests that talk to the Olric cluster directly.
+func (e *env) startOlricMember(h hub, olricSecret string, peers []string, flags ...string) olricMember {
 	p, ports := e.startProc("gateway", bin.gateway, 4, func(p []int) []string {
 		return append([]string{"--listen", addr(p[0]), "--metrics-listen", addr(p[1]), "--hub-url", h.url,
 			"--hub-token-file", h.tokenFile, "--drain-timeout", "2s",
@@ -314,7 +328,7 @@ func (e *env) olricGateway(h hub, olricSecret string, peers []string, flags ...s
 			"--olric-peers", strings.Join(peers, ","), "--olric-max-join-attempts", "3", "--olric-join-retry-interval", "200ms",
 			"--olric-routing-refresh", olricRoutingRefresh.String(), "--olric-auth-secret-file", olricSecret}, flags...)
 	}, func(p []int) string { return "http://" + addr(p[0]) + "/readyz" })
-	return p, "http://" + addr(ports[0]), "http://" + addr(ports[1]) + "/metrics", addr(ports[3])
+	return olricMember{p: p, gw: "http://" + addr(ports[0]), metrics: "http://" + addr(ports[1]) + "/metrics", gossip: addr(ports[3]), data: addr(ports[2])}
 }
 
 // olricRoutingRefresh is the test gateways' --olric-routing-refresh:

@@ -66,11 +66,26 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Gateway, error)
 		_ = g.apiLn.Close()
 		return nil, err
 	}
-	g.hub = hubclient.New(cfg.HubURL, cfg.HubConnectTimeout, cfg.HubTokenFile)
+	g.hub = hubclient.NewPool(hubclient.Config{URLs: cfg.HubURLs, ConnectTimeout: cfg.HubConnectTimeout, TokenFile: cfg.HubTokenFile,
+		ResolveInterval: cfg.HubResolveInterval, Clock: g.clk, Log: log, OnState: hubState(g.m)})
 	if cfg.Pprof {
 		warnExposedPprof(g.metricsLn.Addr(), log)
 	}
 	return g, nil
+}
+
+// hubState keeps llm_api_gateway_hub_up current from the pool's reports.
+func hubState(m *metrics.Metrics) func(string, hubclient.State) {
+	return func(hub string, s hubclient.State) {
+		switch s {
+		case hubclient.Up:
+			m.HubUp.WithLabelValues(hub).Set(1)
+		case hubclient.Down:
+			m.HubUp.WithLabelValues(hub).Set(0)
+		case hubclient.Gone:
+			m.HubUp.DeleteLabelValues(hub)
+		}
+	}
 }
 
 // warnExposedPprof warns when --pprof serves on a listener other hosts can
@@ -118,6 +133,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 			cancel()
 			return
 		}
+		wg.Go(func() { g.hub.Run(ctx) })
 		g.ready.Set(true)
 		cfg := g.cfg
 		g.log.Info("ready", "olric", cfg.Olric.Enabled, "last_cluster", cfg.LastCluster.Enabled, "rate_limit", cfg.RateLimit.Enabled)

@@ -19,6 +19,14 @@ import (
 // in-process ones), builds the API handler over them and installs it. p
 // gets whatever started, also on error, so Run can take it down.
 func (g *Gateway) start(ctx context.Context, p *parts) error {
+	// The hubs are resolved once before the API opens, so the first
+	// requests have somewhere to go; Run keeps them current.
+	g.hub.Resolve(ctx)
+	if n := g.hub.Len(); n == 0 {
+		g.log.Warn("--hub-url resolves to no hub yet; requests answer 503 hub_unavailable until one resolves", "resolve_interval", g.cfg.HubResolveInterval.String())
+	} else {
+		g.log.Info("hubs", "count", n, "hubs", g.hub.Hubs())
+	}
 	store, counter, err := g.openStores(ctx, p)
 	if err != nil {
 		return err
@@ -35,7 +43,7 @@ func (g *Gateway) start(ctx context.Context, p *parts) error {
 	}
 	cfg := g.cfg
 	var h http.Handler = server.New(server.Deps{
-		Hub: g.hub, Tracker: p.tracker, Limiter: limiter, Metrics: g.m, Log: g.log, Clock: g.clk,
+		Hub: g.hub, HubAttempts: cfg.HubAttempts, Tracker: p.tracker, Limiter: limiter, Metrics: g.m, Log: g.log, Clock: g.clk,
 		Keys: cfg.APIKeys, Models: cfg.Models, MaxBodyBytes: cfg.MaxBodyBytes, RoutingKeyPrefix: cfg.RoutingKeyPrefix,
 		ModelURIAllowlist: cfg.ModelURIAllowlist, DefaultMaxOutputTokens: cfg.RateLimit.DefaultMaxOutputTokens,
 		HubResponseHeaderTimeout: cfg.HubResponseHeaderTimeout, HubRequestTimeout: cfg.HubRequestTimeout, RequestDeadline: cfg.RequestDeadline,

@@ -38,10 +38,19 @@ type Config struct {
 	// Log selects the log encoding and level.
 	Log obs.LogConfig
 
-	// HubURL is the hub's base URL: scheme and host only. A path is
-	// rejected at startup, since every hub request sets its own absolute
-	// path and would silently drop it.
-	HubURL *url.URL
+	// HubURLs are the hubs' base URLs (--hub-url, a comma list): scheme
+	// and host only, one scheme for all. A path is rejected at startup,
+	// since every hub request sets its own absolute path and would
+	// silently drop it. A host name resolving to several addresses (a
+	// headless Service) is one hub per address
+	// (docs/gateway.md#several-hubs).
+	HubURLs []*url.URL
+	// HubResolveInterval is how often the hub host names are resolved
+	// again, so hubs joining or leaving are seen without a restart.
+	HubResolveInterval time.Duration
+	// HubAttempts is how many hubs one request may try when an exchange
+	// fails before the response head; 1 never retries.
+	HubAttempts int
 	// HubTokenFile, when set, holds the bearer token the gateway sends to
 	// the hub in place of the client's Authorization header. It is re-read
 	// on every request so a rotated Secret applies without a restart.
@@ -210,7 +219,9 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	fs.Duration(&c.Drain, "drain-timeout", "GATEWAY_DRAIN_TIMEOUT", 30*time.Second, "on SIGTERM, how long in-flight requests and streams may finish before connections are closed")
 	c.Limits.Flags(fs, "GATEWAY")
 	c.Log.Register(fs, "GATEWAY_")
-	fs.String(&hubURL, "hub-url", "STARGATE_URL", "http://127.0.0.1:8000", "hub base URL (scheme and host; a path is rejected)")
+	fs.String(&hubURL, "hub-url", "STARGATE_URL", "http://127.0.0.1:8000", "hub base URL, or a comma-separated list sharing one scheme (scheme and host; a path is rejected); a host name resolving to several addresses (a headless Service) is one hub per address")
+	fs.Duration(&c.HubResolveInterval, "hub-resolve-interval", "GATEWAY_HUB_RESOLVE_INTERVAL", 10*time.Second, "how often --hub-url host names are resolved again, so hubs joining or leaving are seen without a restart")
+	fs.Int(&c.HubAttempts, "hub-attempts", "GATEWAY_HUB_ATTEMPTS", 3, "hubs one request may try when the exchange fails before the hub's response head (refused, reset, closed); 1 = no retry, at most 10")
 	fs.String(&c.HubTokenFile, "hub-token-file", "GATEWAY_HUB_TOKEN_FILE", "", "file holding the bearer token sent to the hub as Authorization (re-read per request)")
 	fs.Duration(&c.HubConnectTimeout, "hub-connect-timeout", "STARGATE_CONNECT_TIMEOUT", 2*time.Second, "dial timeout to the hub")
 	fs.Duration(&c.HubResponseHeaderTimeout, "hub-response-header-timeout", "STARGATE_RESPONSE_HEADER_TIMEOUT", DefaultHubResponseHeaderTimeout, "bound on the wait for the hub's response head, streams included (504 past it); covers the hub's routing wait and a long prefill; 0 = none")
@@ -244,7 +255,11 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	fs.String(&c.Olric.K8sService, "olric-k8s-service", "OLRIC_K8S_SERVICE", "", "headless Service DNS name resolved to pod IPs for discovery when --olric-peers is empty")
 	fs.String(&c.Olric.AuthSecretFile, "olric-auth-secret-file", "OLRIC_AUTH_SECRET_FILE", "", "file holding the secret every replica shares (at least 32 bytes, read at startup): the data port then requires AUTH and gossip is encrypted; required once peers, discovery or a non-loopback address are set")
 	fs.Bool(&c.Olric.InsecureNoAuth, "olric-insecure-no-auth", "OLRIC_INSECURE_NO_AUTH", false, "run an Olric node with peers, discovery or a non-loopback address without --olric-auth-secret-file: anyone reaching its ports can rewrite rate limits and session hints (development only)")
-	fs.Int(&c.Olric.ReplicaCount, "olric-replica-count", "OLRIC_REPLICA_COUNT", 1, "copies of each partition (1 = no backup)")
+	fs.Int(&c.Olric.ReplicaCount, "olric-replica-count", "OLRIC_REPLICA_COUNT", 2, "copies of each partition, owner included (1 = no backup: a lost member loses its hints and rate counters); fewer members keep fewer copies")
+	fs.Int(&c.Olric.ReadQuorum, "olric-read-quorum", "OLRIC_READ_QUORUM", 1, "copies a read must find the key on (1..replica count); above 1 a key with a single surviving copy reads as an error")
+	fs.Int(&c.Olric.WriteQuorum, "olric-write-quorum", "OLRIC_WRITE_QUORUM", 1, "copies a write must reach (1..replica count); every write fails while fewer members run, so above 1 a lone gateway keeps no hint")
+	fs.String(&c.Olric.ReplicationMode, "olric-replication-mode", "OLRIC_REPLICATION_MODE", "sync", "sync: a write returns once the backups hold it; async: the owner returns at once and copies in the background (a write that returned can be lost with its owner)")
+	fs.Bool(&c.Olric.ReadRepair, "olric-read-repair", "OLRIC_READ_REPAIR", false, "a read that finds copies of different ages writes the newest to the others before answering")
 	fs.Uint64(&c.Olric.PartitionCount, "olric-partition-count", "OLRIC_PARTITION_COUNT", 23, "partitions (prime; each touched partition reserves a table, keep small)")
 	fs.Uint64(&c.Olric.TableSize, "olric-table-size", "OLRIC_TABLE_SIZE", 1<<16, "initial bytes of each partition's storage table")
 	fs.Duration(&c.Olric.StartupTimeout, "olric-startup-timeout", "OLRIC_STARTUP_TIMEOUT", 15*time.Second, "how long start, join and the cluster client's first connection may take, after discovery, before the gateway gives up")
@@ -272,11 +287,17 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	if err := c.Limits.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	u, err := parseHubURL(hubURL)
+	us, err := parseHubURLs(hubURL)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	c.HubURL = u
+	c.HubURLs = us
+	if c.HubResolveInterval <= 0 {
+		errs = append(errs, errors.New("--hub-resolve-interval (GATEWAY_HUB_RESOLVE_INTERVAL) must be > 0"))
+	}
+	if c.HubAttempts < 1 || c.HubAttempts > 10 {
+		errs = append(errs, errors.New("--hub-attempts (GATEWAY_HUB_ATTEMPTS) must be from 1 (no retry) to 10"))
+	}
 	if c.HubTokenFile != "" {
 		if _, err := cli.ReadSecretFile(c.HubTokenFile); err != nil {
 			errs = append(errs, fmt.Errorf("--hub-token-file (GATEWAY_HUB_TOKEN_FILE): %w", err))
@@ -403,6 +424,33 @@ func checkTLS(cert, key string) error {
 		return fmt.Errorf("--tls-cert-path (GATEWAY_TLS_CERT_PATH) / --tls-key-path (GATEWAY_TLS_KEY_PATH): %w", err)
 	}
 	return nil
+}
+
+// parseHubURLs parses --hub-url: one base URL or a comma-separated list,
+// every entry with the same scheme (one transport setup serves them all)
+// and none twice.
+func parseHubURLs(s string) ([]*url.URL, error) {
+	var out []*url.URL
+	seen := map[string]bool{}
+	for i, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			return nil, fmt.Errorf("--hub-url (STARGATE_URL) %q: entry %d is empty", s, i+1)
+		}
+		u, err := parseHubURL(part)
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > 0 && u.Scheme != out[0].Scheme {
+			return nil, fmt.Errorf("--hub-url (STARGATE_URL) %q: every URL must use the same scheme (%s and %s)", s, out[0].Scheme, u.Scheme)
+		}
+		if seen[u.String()] {
+			return nil, fmt.Errorf("--hub-url (STARGATE_URL) %q: %s is listed twice", s, u)
+		}
+		seen[u.String()] = true
+		out = append(out, u)
+	}
+	return out, nil
 }
 
 func parseHubURL(s string) (*url.URL, error) {

@@ -18,7 +18,8 @@ func TestDefaultsAndEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !c.LastCluster.Enabled || c.LastCluster.TTL != 10*time.Minute || c.LastCluster.LookupTimeout != 20*time.Millisecond ||
-		c.LastCluster.LocalMaxEntries != 100000 || c.HubURL.String() != "http://127.0.0.1:8000" {
+		c.LastCluster.LocalMaxEntries != 100000 || len(c.HubURLs) != 1 || c.HubURLs[0].String() != "http://127.0.0.1:8000" ||
+		c.HubResolveInterval != 10*time.Second || c.HubAttempts != 3 {
 		t.Fatalf("%+v", c.LastCluster)
 	}
 	if c.Tracing.Endpoint != "" || c.Tracing.SampleRatio != 1 {
@@ -111,5 +112,41 @@ func TestModelURIs(t *testing.T) {
 	c, err := Load([]string{"--insecure-no-auth"}, env(map[string]string{"MODEL_URI_ALLOWLIST_ENABLED": "true"}), io.Discard)
 	if err != nil || !c.ModelURIAllowlist {
 		t.Fatalf("%v %+v", err, c)
+	}
+}
+
+// TestHubURLList: --hub-url takes one URL or a comma list sharing one
+// scheme; every error names the flag and its variable.
+func TestHubURLList(t *testing.T) {
+	c, err := Load([]string{"--insecure-no-auth", "--hub-url", " https://hub-0.hub:8000, https://hub-1.hub:8000/ ,https://[::1]"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, u := range c.HubURLs {
+		got = append(got, u.String())
+	}
+	if want := "https://hub-0.hub:8000 https://hub-1.hub:8000 https://[::1]"; strings.Join(got, " ") != want {
+		t.Fatalf("hub URLs %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--hub-url", "http://a:1,https://b:1"}, nil, "--hub-url (STARGATE_URL) \"http://a:1,https://b:1\": every URL must use the same scheme"},
+		{[]string{"--hub-url", "http://a:1,,http://b:1"}, nil, "--hub-url (STARGATE_URL) \"http://a:1,,http://b:1\": entry 2 is empty"},
+		{[]string{"--hub-url", "http://a:1,http://a:1/"}, nil, "http://a:1 is listed twice"},
+		{[]string{"--hub-url", "http://a:1,http://b:1/v1"}, nil, "--hub-url (STARGATE_URL) \"http://b:1/v1\": must not carry a path"},
+		{[]string{"--hub-url", "http://a:1,b:1"}, nil, "--hub-url (STARGATE_URL) \"b:1\": want http(s)://host[:port]"},
+		{nil, map[string]string{"STARGATE_URL": "http://a:x"}, "--hub-url (STARGATE_URL)"},
+		{nil, map[string]string{"GATEWAY_HUB_RESOLVE_INTERVAL": "0s"}, "--hub-resolve-interval (GATEWAY_HUB_RESOLVE_INTERVAL) must be > 0"},
+		{[]string{"--hub-attempts", "0"}, nil, "--hub-attempts (GATEWAY_HUB_ATTEMPTS) must be from 1"},
+		{nil, map[string]string{"GATEWAY_HUB_ATTEMPTS": "11"}, "--hub-attempts (GATEWAY_HUB_ATTEMPTS)"},
+	} {
+		_, err := Load(append([]string{"--insecure-no-auth"}, tc.args...), env(tc.env), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: err %v, want it to contain %q", tc.args, tc.env, err, tc.want)
+		}
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/stargate-router/stargate/gateway/internal/olricnode"
+	"github.com/stargate-router/stargate/gateway/internal/ratelimit"
 	"github.com/stargate-router/stargate/pkg/cli"
 )
 
@@ -38,6 +40,15 @@ func (o *Olric) validate(peers string) []error {
 	check(o.BindPort > 0 && o.BindPort < 65536, "--olric-bind-port (OLRIC_BIND_PORT) must be 1..65535 (Olric has no ephemeral ports)")
 	check(o.MemberlistBindPort > 0 && o.MemberlistBindPort < 65536, "--olric-memberlist-bind-port (OLRIC_MEMBERLIST_BIND_PORT) must be 1..65535")
 	check(o.ReplicaCount >= 1, "--olric-replica-count (OLRIC_REPLICA_COUNT) must be >= 1")
+	check(o.ReadQuorum >= 1 && o.ReadQuorum <= max(o.ReplicaCount, 1), fmt.Sprintf(
+		"--olric-read-quorum (OLRIC_READ_QUORUM) %d: must be 1..--olric-replica-count (OLRIC_REPLICA_COUNT) %d", o.ReadQuorum, o.ReplicaCount))
+	check(o.WriteQuorum >= 1 && o.WriteQuorum <= max(o.ReplicaCount, 1), fmt.Sprintf(
+		"--olric-write-quorum (OLRIC_WRITE_QUORUM) %d: must be 1..--olric-replica-count (OLRIC_REPLICA_COUNT) %d", o.WriteQuorum, o.ReplicaCount))
+	switch o.ReplicationMode {
+	case "sync", "async":
+	default:
+		errs = append(errs, fmt.Errorf("--olric-replication-mode (OLRIC_REPLICATION_MODE) %q: want sync or async", o.ReplicationMode))
+	}
 	check(o.PartitionCount >= 1, "--olric-partition-count (OLRIC_PARTITION_COUNT) must be >= 1")
 	check(o.TableSize >= 1024, "--olric-table-size (OLRIC_TABLE_SIZE) must be >= 1024")
 	check(o.StartupTimeout > 0, "--olric-startup-timeout (OLRIC_STARTUP_TIMEOUT) must be > 0")
@@ -48,6 +59,9 @@ func (o *Olric) validate(peers string) []error {
 	check(o.ClientOpTimeout > 0, "--olric-client-timeout (OLRIC_CLIENT_TIMEOUT) must be > 0")
 	check(o.LastClusterDMap != "", "--olric-last-cluster-dmap (OLRIC_LAST_CLUSTER_DMAP_NAME) must not be empty")
 	check(o.RateLimitDMap != "", "--olric-dmap-name (OLRIC_DMAP_NAME) must not be empty")
+	// The limiter's counters are created by an Incr, which cannot set a
+	// TTL: the DMap gives them theirs (ratelimit.Olric says why).
+	o.DMapTTL = map[string]time.Duration{o.RateLimitDMap: ratelimit.KeyTTL}
 	if err := o.readSecret(); err != nil {
 		errs = append(errs, err)
 	}

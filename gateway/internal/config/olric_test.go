@@ -110,3 +110,47 @@ func TestOlricExposureNeedsTheSecret(t *testing.T) {
 		})
 	}
 }
+
+// TestOlricReplicationSettings: the defaults replicate every partition
+// once (two copies) with quorums of 1 in sync mode, and each replication
+// setting is refused with its flag named when it is out of range.
+func TestOlricReplicationSettings(t *testing.T) {
+	c, err := Load(nil, env(map[string]string{"GATEWAY_INSECURE_NO_AUTH": "true"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.Olric; o.ReplicaCount != 2 || o.ReadQuorum != 1 || o.WriteQuorum != 1 || o.ReplicationMode != "sync" || o.ReadRepair {
+		t.Fatalf("defaults: replicas %d, read quorum %d, write quorum %d, mode %q, read repair %v; want 2, 1, 1, sync, false",
+			o.ReplicaCount, o.ReadQuorum, o.WriteQuorum, o.ReplicationMode, o.ReadRepair)
+	}
+	if ttl := c.Olric.DMapTTL[c.Olric.RateLimitDMap]; ttl != 2*time.Minute {
+		t.Fatalf("rate-limit DMap TTL %v, want two windows", ttl)
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string // "" = accepted
+	}{
+		{"three copies, quorum 2", map[string]string{"OLRIC_REPLICA_COUNT": "3", "OLRIC_READ_QUORUM": "2", "OLRIC_WRITE_QUORUM": "2"}, ""},
+		{"async with read repair", map[string]string{"OLRIC_REPLICATION_MODE": "async", "OLRIC_READ_REPAIR": "true"}, ""},
+		{"no backup", map[string]string{"OLRIC_REPLICA_COUNT": "1"}, ""},
+		{"read quorum above replicas", map[string]string{"OLRIC_REPLICA_COUNT": "1", "OLRIC_READ_QUORUM": "2"},
+			"--olric-read-quorum (OLRIC_READ_QUORUM) 2: must be 1..--olric-replica-count (OLRIC_REPLICA_COUNT) 1"},
+		{"write quorum above replicas", map[string]string{"OLRIC_WRITE_QUORUM": "3"}, "--olric-write-quorum (OLRIC_WRITE_QUORUM) 3"},
+		{"read quorum 0", map[string]string{"OLRIC_READ_QUORUM": "0"}, "--olric-read-quorum (OLRIC_READ_QUORUM) 0"},
+		{"write quorum 0", map[string]string{"OLRIC_WRITE_QUORUM": "0"}, "--olric-write-quorum (OLRIC_WRITE_QUORUM) 0"},
+		{"replica count 0", map[string]string{"OLRIC_REPLICA_COUNT": "0"}, "--olric-replica-count (OLRIC_REPLICA_COUNT) must be >= 1"},
+		{"unknown mode", map[string]string{"OLRIC_REPLICATION_MODE": "eventual"}, `--olric-replication-mode (OLRIC_REPLICATION_MODE) "eventual"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.env["GATEWAY_INSECURE_NO_AUTH"] = "true"
+			_, err := Load(nil, env(tc.env), io.Discard)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}

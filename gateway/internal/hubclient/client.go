@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,35 +13,12 @@ import (
 	"github.com/stargate-router/stargate/pkg/headers"
 )
 
-// Client talks to one hub base URL.
-type Client struct {
-	base      *url.URL
-	hc        *http.Client
-	tokenFile string
-}
-
-// New returns a client for base (scheme and host only). tokenFile, when
-// set, is read on every request so a rotated token applies at once.
+// New returns a client for the one hub base (scheme and host only),
+// dialed by its host name and never resolved by the pool: the single-hub
+// client of tests and benchmarks (NewPool is production's). tokenFile,
+// when set, is read on every request so a rotated token applies at once.
 func New(base *url.URL, connectTimeout time.Duration, tokenFile string) *Client {
-	d := &net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}
-	tr := &http.Transport{
-		Proxy:       nil,
-		DialContext: d.DialContext,
-		// Every gateway request goes to the same few hub hosts: the
-		// default of 2 idle connections per host would redial constantly.
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
-		// Bodies are relayed byte for byte; transparent gzip would change
-		// what the client sees.
-		DisableCompression: true,
-		// The wait for the response head is bounded per request by the
-		// server on its injected clock (--hub-response-header-timeout),
-		// not here, so tests can drive it without sleeping.
-		ResponseHeaderTimeout: 0,
-		ForceAttemptHTTP2:     false,
-	}
-	return NewWithTransport(base, tr, tokenFile)
+	return newStatic(base, newTransport("", connectTimeout), tokenFile)
 }
 
 // NewWithTransport is New over the caller's transport instead of the
@@ -50,7 +26,7 @@ func New(base *url.URL, connectTimeout time.Duration, tokenFile string) *Client 
 // HTTP/2 upstream, whose broken streams arrive as stream resets rather
 // than closed connections.
 func NewWithTransport(base *url.URL, rt http.RoundTripper, tokenFile string) *Client {
-	return &Client{base: base, hc: &http.Client{Transport: rt}, tokenFile: tokenFile}
+	return newStatic(base, rt, tokenFile)
 }
 
 // Outbound is what the gateway sends for one request: the trusted header
@@ -133,9 +109,10 @@ func (e *ErrToken) Error() string { return "reading --hub-token-file: " + e.Err.
 // Unwrap returns the file error.
 func (e *ErrToken) Unwrap() error { return e.Err }
 
-// NewRequest returns the hub request for path with header h and body.
-func (c *Client) NewRequest(ctx context.Context, method, path string, h http.Header, body []byte) (*http.Request, error) {
-	u := *c.base
+// newRequest returns the request for path on base with header h and
+// body, carrying the gateway's token from tokenFile when set.
+func newRequest(ctx context.Context, base *url.URL, tokenFile, method, path string, h http.Header, body []byte) (*http.Request, error) {
+	u := *base
 	u.Path = path
 	var req *http.Request
 	var err error
@@ -148,8 +125,8 @@ func (c *Client) NewRequest(ctx context.Context, method, path string, h http.Hea
 		return nil, fmt.Errorf("building hub request: %w", err)
 	}
 	req.Header = h
-	if c.tokenFile != "" {
-		tok, err := cli.ReadSecretFile(c.tokenFile)
+	if tokenFile != "" {
+		tok, err := cli.ReadSecretFile(tokenFile)
 		if err != nil {
 			return nil, &ErrToken{Err: err}
 		}
@@ -157,9 +134,3 @@ func (c *Client) NewRequest(ctx context.Context, method, path string, h http.Hea
 	}
 	return req, nil
 }
-
-// Do sends req.
-func (c *Client) Do(req *http.Request) (*http.Response, error) { return c.hc.Do(req) }
-
-// CloseIdle closes idle hub connections (shutdown, tests).
-func (c *Client) CloseIdle() { c.hc.CloseIdleConnections() }

@@ -33,18 +33,18 @@ func TestTokenFileReadPerRequest(t *testing.T) {
 	_ = os.WriteFile(tok, []byte("one\n"), 0o600)
 	u, _ := url.Parse("http://127.0.0.1:1")
 	c := New(u, time.Second, tok)
-	req, err := c.NewRequest(context.Background(), "POST", "/v1/chat/completions", (&Outbound{}).Header(), []byte("{}"))
+	req, err := c.NewRequest(context.Background(), c.Pick(nil), "POST", "/v1/chat/completions", (&Outbound{}).Header(), []byte("{}"))
 	if err != nil || req.Header.Get("Authorization") != "Bearer one" || req.URL.String() != "http://127.0.0.1:1/v1/chat/completions" {
 		t.Fatalf("%v %v %v", err, req.Header, req.URL)
 	}
 	_ = os.WriteFile(tok, []byte("two"), 0o600)
-	req, _ = c.NewRequest(context.Background(), "POST", "/x", (&Outbound{}).Header(), nil)
+	req, _ = c.NewRequest(context.Background(), c.Pick(nil), "POST", "/x", (&Outbound{}).Header(), nil)
 	if req.Header.Get("Authorization") != "Bearer two" {
 		t.Fatal("rotated token not picked up")
 	}
 	_ = os.Remove(tok)
 	var te *ErrToken
-	if _, err := c.NewRequest(context.Background(), "POST", "/x", (&Outbound{}).Header(), nil); !errors.As(err, &te) {
+	if _, err := c.NewRequest(context.Background(), c.Pick(nil), "POST", "/x", (&Outbound{}).Header(), nil); !errors.As(err, &te) {
 		t.Fatalf("missing token file: %v", err)
 	}
 }

@@ -105,7 +105,18 @@ type Metrics struct {
 	SessionPromptTokens *prometheus.CounterVec
 	SessionFirstToken   *prometheus.HistogramVec
 	HintResults         *prometheus.CounterVec
+
+	// The hub pool's series (docs/gateway.md#several-hubs), ours: every
+	// retry of a request on another hub by the reason the attempt failed,
+	// and each hub's passive health.
+	HubRetries *prometheus.CounterVec
+	HubUp      *prometheus.GaugeVec
 }
+
+// RetryReasons are the reason label values of the hub retry counter
+// (hubclient.FailureReasons): connect, no connection could be made;
+// exchange, the connection broke before the response head.
+var RetryReasons = []string{"connect", "exchange"}
 
 // New registers every gateway series on reg, with the last-cluster and
 // auth series pre-initialised to 0 so dashboards see them before traffic.
@@ -170,11 +181,21 @@ func New(reg prometheus.Registerer) *Metrics {
 		HintResults: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("last_cluster_hint_results_total"),
 			Help: "2xx answers to requests that carried a last-cluster hint, by result: followed (served on the hinted cluster) or moved."},
 			[]string{"result"}),
+		HubRetries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("hub_retries_total"),
+			Help: "Requests sent again to another hub because the attempt failed before the response head, by reason: connect (no connection) or exchange (the connection broke)."},
+			[]string{"reason"}),
+		HubUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: n("hub_up"),
+			Help: "Passive health of each hub by dial address: 1 while its last exchange got a response head (or it has had none yet), 0 after one failed before its head; the series goes when the address stops resolving."},
+			[]string{"hub"}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.HTTPActive, m.UpstreamRequests, m.UpstreamDuration,
 		m.Tokens, m.ProviderTime, m.FirstToken, m.StreamDuration, m.AuthRequests, m.AuthDuration, m.AllowlistMisses,
 		m.LastClusterLookup, m.LastClusterWrite, m.LookupDuration, m.RateLimitDecision, m.RateLimitErrors, m.OlricMembers,
-		m.SessionRequests, m.SessionPromptTokens, m.SessionFirstToken, m.HintResults)
+		m.SessionRequests, m.SessionPromptTokens, m.SessionFirstToken, m.HintResults,
+		m.HubRetries, m.HubUp)
+	for _, r := range RetryReasons {
+		m.HubRetries.WithLabelValues(r)
+	}
 	for _, r := range HintResults {
 		m.HintResults.WithLabelValues(r)
 	}

@@ -45,3 +45,15 @@ func TestSessionSeriesAtStart(t *testing.T) {
 		}
 	}
 }
+
+// TestHubRetriesAtStart: both retry reasons exist at 0 before traffic, so
+// a rate over them is defined from the start.
+func TestHubRetriesAtStart(t *testing.T) {
+	m := New(prometheus.NewRegistry())
+	if n := testutil.CollectAndCount(m.HubRetries); n != len(RetryReasons) {
+		t.Errorf("hub_retries_total: %d series, want %d", n, len(RetryReasons))
+	}
+	if n := testutil.CollectAndCount(m.HubUp); n != 0 {
+		t.Errorf("hub_up: %d series before any hub is known, want 0", n)
+	}
+}

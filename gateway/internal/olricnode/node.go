@@ -25,8 +25,30 @@ type Config struct {
 	// K8sService is a headless Service DNS name resolved to pod IPs for
 	// discovery when Peers is empty: a DNS lookup needs no Kubernetes RBAC,
 	// unlike listing pods.
-	K8sService      string
-	ReplicaCount    int
+	K8sService string
+	// ReplicaCount is how many members hold each partition: the owner and
+	// ReplicaCount-1 backups. Olric keeps as many as there are members,
+	// so a lone node still works with one copy.
+	ReplicaCount int
+	// ReadQuorum is how many copies a Get must find the key on to answer
+	// it, WriteQuorum how many copies a Put must reach to succeed; 0 means
+	// 1. Both apply to every DMap (Olric v0.7.4 has no per-DMap
+	// replication settings). docs/reliability/session-store.md says why
+	// the hint store wants 1 and 1.
+	ReadQuorum, WriteQuorum int
+	// ReplicationMode is "sync" (a Put returns once every backup took it;
+	// the default when empty) or "async" (the owner returns after its own
+	// write and sends the backups in the background).
+	ReplicationMode string
+	// ReadRepair has a Get that found copies with different timestamps
+	// write the newest to the others before it answers.
+	ReadRepair bool
+	// DMapTTL gives the keys of the named DMaps that are written without
+	// a TTL of their own (an Incr creating a counter) this TTL, set on the
+	// partition owner in the write that creates them. The rate limiter
+	// needs it: Olric's Incr cannot set a TTL, and its Expire blanks the
+	// backup copies (ratelimit.Olric says how).
+	DMapTTL         map[string]time.Duration
 	PartitionCount  uint64
 	TableSize       uint64
 	StartupTimeout  time.Duration
@@ -125,6 +147,18 @@ func olricConfig(cfg Config, log *slog.Logger) (*config.Config, error) {
 		c.MemberlistConfig.AdvertiseAddr = cfg.MemberlistAdvertiseAddr
 	}
 	c.ReplicaCount = cfg.ReplicaCount
+	c.ReadQuorum, c.WriteQuorum = max(cfg.ReadQuorum, 1), max(cfg.WriteQuorum, 1)
+	mode, err := replicationMode(cfg.ReplicationMode)
+	if err != nil {
+		return nil, err
+	}
+	c.ReplicationMode, c.ReadRepair = mode, cfg.ReadRepair
+	// MemberCountQuorum stays 1: above it, a member that sees fewer peers
+	// refuses every DMap and, as coordinator, stops assigning the
+	// partitions of dead members, so the survivors of a loss (or a lone
+	// gateway) would lose every hint and rate limit instead of keeping
+	// the copies they hold.
+	c.MemberCountQuorum = 1
 	c.PartitionCount = cfg.PartitionCount
 	c.MaxJoinAttempts = cfg.MaxJoinAttempts
 	c.JoinRetryInterval = cfg.JoinRetry
@@ -147,6 +181,12 @@ func olricConfig(cfg Config, log *slog.Logger) (*config.Config, error) {
 	}
 	engine.Implementation = &compactingEngine{Engine: engine.Implementation, now: time.Now}
 	c.DMaps.Engine = engine
+	for name, ttl := range cfg.DMapTTL {
+		if c.DMaps.Custom == nil {
+			c.DMaps.Custom = map[string]config.DMap{}
+		}
+		c.DMaps.Custom[name] = config.DMap{TTLDuration: ttl, Engine: engine}
+	}
 	if cfg.CompactionInterval > 0 {
 		c.DMaps.TriggerCompactionInterval = cfg.CompactionInterval
 	}
@@ -160,6 +200,18 @@ func olricConfig(cfg Config, log *slog.Logger) (*config.Config, error) {
 		log.Warn("olric runs without authentication although other processes can reach it: anyone who reaches its ports can rewrite rate-limit counters and last-cluster hints", "exposure", why)
 	}
 	return c, nil
+}
+
+// replicationMode maps the gateway's name of a replication mode to
+// Olric's constant; "" is sync, Olric's default.
+func replicationMode(name string) (int, error) {
+	switch name {
+	case "", "sync":
+		return config.SyncReplicationMode, nil
+	case "async":
+		return config.AsyncReplicationMode, nil
+	}
+	return 0, fmt.Errorf("olric replication mode %q: want sync or async", name)
 }
 
 // waitStarted waits for Olric's Started callback, a Start error, the

@@ -78,12 +78,20 @@ type Olric struct {
 
 var _ Counter = Olric{}
 
-// Add adds delta to key. Olric's Incr cannot set a TTL, so the caller whose
-// add created the key (the result equals its delta) sets it with Expire,
-// which the cluster client also routes to the owner (the embedded Expire
-// corrupts keys owned elsewhere). Should that Expire be lost, the key
-// outlives its window but is never read again: window numbers only grow.
-func (o Olric) Add(ctx context.Context, key string, delta int64, ttl time.Duration) (int64, error) {
+// Add adds delta to key. The ttl argument is not used: Olric's Incr
+// cannot set a TTL, so the DMap must give new keys theirs (olricnode's
+// DMapTTL, KeyTTL for the gateway's rate-limit DMap), in the very write
+// that creates them; later Incrs keep the remaining TTL they find.
+//
+// Neither Expire nor a Put NX creating the key with its TTL works with
+// backups (--olric-replica-count 2 or more), both seen in
+// TestOlricRateLimitMemberLoss. Olric v0.7.4's Expire sets the TTL on the
+// owner's copy but sends the backups the whole entry with an empty value
+// and a newer timestamp; reads take the newest copy, so the next Incr
+// started again from 0 (a limit of 100 admitted 2222). And Put NX checks
+// only the owner's copy: after the owner died, the new owner has none, so
+// the Put NX succeeded and overwrote the backup's count with 0.
+func (o Olric) Add(ctx context.Context, key string, delta int64, _ time.Duration) (int64, error) {
 	var v int
 	var err error
 	if delta >= 0 {
@@ -91,13 +99,5 @@ func (o Olric) Add(ctx context.Context, key string, delta int64, ttl time.Durati
 	} else {
 		v, err = o.DM.Decr(ctx, key, int(-delta))
 	}
-	if err != nil {
-		return 0, err
-	}
-	if delta > 0 && int64(v) == delta {
-		if err := o.DM.Expire(ctx, key, ttl); err != nil {
-			return int64(v), err
-		}
-	}
-	return int64(v), nil
+	return int64(v), err
 }

@@ -17,6 +17,11 @@ import (
 // Window is the length of a limit window: limits are per minute.
 const Window = time.Minute
 
+// KeyTTL is how long a window's counter lives after its creation: the
+// window and the next, so a settle that arrives after the window ended
+// still finds its key.
+const KeyTTL = 2 * Window
+
 // Limits are one (API key, model)'s limits; 0 means unlimited.
 type Limits struct {
 	RequestsPerMinute int64
@@ -84,7 +89,7 @@ func (l *Limiter) key(principal, model, dim string, window int64) string {
 func (l *Limiter) add(ctx context.Context, op, key string, delta int64) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
 	defer cancel()
-	v, err := l.counter.Add(ctx, key, delta, 2*Window)
+	v, err := l.counter.Add(ctx, key, delta, KeyTTL)
 	if err != nil {
 		kind := "error"
 		if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {

@@ -167,6 +167,7 @@ func threeNodes(t *testing.T, opTimeout time.Duration) []*olrictest.Node {
 	t.Helper()
 	cfg := olrictest.Config(nil)
 	cfg.ClientOpTimeout = opTimeout
+	cfg.DMapTTL = map[string]time.Duration{"rl": KeyTTL, "rl-backups": KeyTTL}
 	nodes := []*olrictest.Node{olrictest.StartWith(t, cfg)}
 	cfg.Peers = []string{nodes[0].Gossip}
 	for range 2 {
@@ -206,5 +207,44 @@ func TestSlowStoreFailsOpenWithinTimeout(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.RateLimitErrors.WithLabelValues("reserve", "timeout")); got != 1 {
 		t.Fatalf("timeouts = %v", got)
+	}
+}
+
+// TestOlricCounterWithBackups: with two copies of every partition (the
+// default), adds through every node's cluster client count every unit,
+// and the key carries the DMap's TTL from its first add on every read:
+// Olric's Expire, which the counter no longer uses, blanked the backup
+// copy and restarted the count from 0 at the next add.
+func TestOlricCounterWithBackups(t *testing.T) {
+	nodes := threeNodes(t, 5*time.Second)
+	ctx := context.Background()
+	var counters []Olric
+	for _, n := range nodes {
+		dm, err := n.Cluster().NewDMap("rl-backups")
+		if err != nil {
+			t.Fatal(err)
+		}
+		counters = append(counters, Olric{DM: dm})
+	}
+	for k := range 5 {
+		key := "rl:test:" + string(rune('a'+k))
+		for i := range 60 {
+			v, err := counters[i%3].Add(ctx, key, 1, KeyTTL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v != int64(i+1) {
+				t.Fatalf("key %s add %d returned %d, want %d", key, i+1, v, i+1)
+			}
+		}
+		dm, _ := nodes[k%3].Embedded().NewDMap("rl-backups")
+		gr, err := dm.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// TTL is the absolute expiry in Unix ms.
+		if left := time.Until(time.UnixMilli(gr.TTL())); left <= KeyTTL-time.Minute || left > KeyTTL {
+			t.Fatalf("key %s expires in %v, want about %v after its first add", key, left, KeyTTL)
+		}
 	}
 }

@@ -126,6 +126,27 @@ func (x *exchange) sendDeadline() bool {
 	return true
 }
 
+// refreshDeadline puts what is left of the deadline on the hub request
+// again before a retry, so the next hub gets the true remainder; a
+// deadline that has passed leaves the values as they were (deadlineLeft
+// refuses the retry first).
+func (x *exchange) refreshDeadline() {
+	if x.deadline.IsZero() {
+		return
+	}
+	if ms := headers.DeadlineMillis(x.deadline.Sub(x.s.d.Clock.Now())); ms > 0 {
+		out := &x.p.Out
+		out.DeadlineMs, out.RetryBudgetMs = ms, ms
+		out.MaxWaitMs = min(out.MaxWaitMs, ms)
+	}
+}
+
+// deadlineLeft reports whether any of the request's deadline is left (no
+// deadline: always), which a retry needs.
+func (x *exchange) deadlineLeft() bool {
+	return x.deadline.IsZero() || x.s.d.Clock.Now().Before(x.deadline)
+}
+
 // deadlineCut is the error event of a stream the request's deadline cut.
 var deadlineCut = openai.Error{Type: openai.TypeServer, Code: headers.ErrorCodeDeadlineExceeded,
 	Message: "the request's deadline passed before the answer was complete; the answer is cut short"}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stargate-router/stargate/gateway/internal/answer"
 	"github.com/stargate-router/stargate/gateway/internal/config"
+	"github.com/stargate-router/stargate/gateway/internal/hubclient"
 	"github.com/stargate-router/stargate/gateway/internal/lastcluster"
 	"github.com/stargate-router/stargate/gateway/internal/metrics"
 	"github.com/stargate-router/stargate/gateway/internal/ratelimit"
@@ -345,21 +346,41 @@ func writeTimeout(w http.ResponseWriter, cause error) {
 	openai.WriteError(w, &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: "upstream_timeout", Message: "the hub did not answer in time"})
 }
 
-// callHub sends the prepared request to the hub and counts the upstream
-// exchange; ok is false when there is no hub answer to write (the client
-// has its error, or has gone).
+// callHub sends the prepared request to a hub, and to another when the
+// exchange fails before the response head (roundTrip), and counts the
+// client request's final hub outcome; ok is false when there is no hub
+// answer to write (the client has its error, or has gone). The deadline
+// headers are recomputed for each attempt, and the response-head timer
+// runs across the attempts: it bounds the client's wait, not one hub's.
 func (x *exchange) callHub(ctx context.Context) (*http.Response, bool) {
 	if !x.sendDeadline() {
 		return nil, false
 	}
-	hreq, err := x.s.d.Hub.NewRequest(ctx, http.MethodPost, x.e.Path(), x.p.Out.Header(), x.p.Body)
-	if err != nil {
-		x.s.d.Log.Error("building hub request", "request_id", x.st.requestID, "err", err)
+	first := true
+	newReq := func(hub *hubclient.Hub) (*http.Request, error) {
+		if !first {
+			x.refreshDeadline()
+		}
+		first = false
+		hreq, err := x.s.d.Hub.NewRequest(ctx, hub, http.MethodPost, x.e.Path(), x.p.Out.Header(), x.p.Body)
+		if err != nil {
+			return nil, err
+		}
+		propagator.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
+		return hreq, nil
+	}
+	resp, err := x.s.roundTrip(ctx, x.st.requestID, x.span, newReq, x.deadlineLeft)
+	var be *buildError
+	switch {
+	case errors.Is(err, errNoHub):
+		x.s.d.Log.Warn("no hub to send the request to", "request_id", x.st.requestID, "err", err)
+		writeNoHub(x.w)
+		return nil, false
+	case errors.As(err, &be):
+		x.s.d.Log.Error("building hub request", "request_id", x.st.requestID, "err", be.err)
 		openai.WriteError(x.w, openai.Internal("gateway cannot reach the hub"))
 		return nil, false
 	}
-	propagator.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
-	resp, err := x.s.d.Hub.Do(hreq)
 	if !x.headCame() {
 		if err == nil {
 			_ = resp.Body.Close()

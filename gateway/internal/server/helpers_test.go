@@ -180,6 +180,9 @@ type opts struct {
 	headTimeout, requestTimeout time.Duration
 	// deadline is the server's RequestDeadline (0: none).
 	deadline time.Duration
+	// pool, when set, is the server's hub client (several hubs); the
+	// fake hub is then not called.
+	pool *hubclient.Client
 	// lateTimers gives the server a clock whose AfterFunc timers never
 	// fire (timers a busy machine has not run yet); the harness's fake
 	// clock still moves its Now.
@@ -215,6 +218,9 @@ func newHarness(t *testing.T, o opts) *harness {
 	if o.upstream != nil {
 		u, _ = url.Parse(o.upstream.URL)
 		hc = hubclient.NewWithTransport(u, o.upstream.Client().Transport, "")
+	}
+	if o.pool != nil {
+		hc = o.pool
 	}
 	var sclk clock.Clock = clk
 	if o.lateTimers {

@@ -6,6 +6,9 @@ import (
 	"io"
 	"net/http"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/stargate-router/stargate/gateway/internal/hubclient"
 	"github.com/stargate-router/stargate/pkg/headers"
 	"github.com/stargate-router/stargate/pkg/openai"
 )
@@ -25,12 +28,14 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	h := http.Header{}
 	h.Set(headers.RequestID, st.requestID)
 	h.Set("Accept", "application/json")
-	hreq, err := s.d.Hub.NewRequest(ctx, http.MethodGet, "/v1/models", h, nil)
-	if err != nil {
-		openai.WriteError(w, openai.Internal("gateway cannot reach the hub"))
-		return
+	newReq := func(hub *hubclient.Hub) (*http.Request, error) {
+		hreq, err := s.d.Hub.NewRequest(ctx, hub, http.MethodGet, "/v1/models", h.Clone(), nil)
+		if err != nil {
+			return nil, err
+		}
+		hreq.URL.RawQuery = r.URL.RawQuery
+		return hreq, nil
 	}
-	hreq.URL.RawQuery = r.URL.RawQuery
 	failed := func(msg string) {
 		if r.Context().Err() != nil {
 			return
@@ -41,8 +46,16 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		}
 		writeBadGateway(w, msg)
 	}
-	resp, err := s.d.Hub.Do(hreq)
-	if err != nil {
+	resp, err := s.roundTrip(ctx, st.requestID, trace.SpanFromContext(ctx), newReq, func() bool { return true })
+	var be *buildError
+	switch {
+	case errors.Is(err, errNoHub):
+		writeNoHub(w)
+		return
+	case errors.As(err, &be):
+		openai.WriteError(w, openai.Internal("gateway cannot reach the hub"))
+		return
+	case err != nil:
 		failed("the hub is unreachable")
 		return
 	}

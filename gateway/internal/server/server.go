@@ -30,8 +30,13 @@ import (
 
 // Deps are the server's collaborators, built by main.
 type Deps struct {
-	Hub     *hubclient.Client
-	Tracker *lastcluster.Tracker
+	// Hub is the pool of hubs every request goes to.
+	Hub *hubclient.Client
+	// HubAttempts is how many hubs one request may try when the
+	// exchange fails before the response head; 0 means
+	// hubclient.DefaultAttempts, 1 never retries.
+	HubAttempts int
+	Tracker     *lastcluster.Tracker
 	// Limiter is nil when rate limiting is off.
 	Limiter *ratelimit.Limiter
 	Metrics *metrics.Metrics

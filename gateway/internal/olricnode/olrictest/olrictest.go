@@ -20,11 +20,13 @@ import (
 const Secret = "olrictest-shared-secret-0123456789abcdef"
 
 // Config returns test settings for one node: loopback, the test Secret,
+// the gateway's replication defaults (two copies, quorums of 1, sync),
 // small tables, quick join attempts, WARN logs discarded.
 func Config(peers []string) olricnode.Config {
 	return olricnode.Config{
 		Env: "local", BindAddr: "127.0.0.1", MemberlistBindAddr: "127.0.0.1",
-		Peers: peers, ReplicaCount: 1, PartitionCount: 23, TableSize: 1 << 14,
+		Peers: peers, ReplicaCount: 2, ReadQuorum: 1, WriteQuorum: 1, ReplicationMode: "sync",
+		PartitionCount: 23, TableSize: 1 << 14,
 		StartupTimeout: 20 * time.Second, ShutdownTimeout: 5 * time.Second,
 		MaxJoinAttempts: 3, JoinRetry: 200 * time.Millisecond, RoutingRefresh: 200 * time.Millisecond,
 		ClientOpTimeout: 500 * time.Millisecond, LogLevel: "ERROR", AuthSecret: Secret,
