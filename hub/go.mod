@@ -3,6 +3,7 @@ module github.com/stargate-router/stargate/hub
 go 1.26.0
 
 require (
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/stargate-router/stargate/pkg v0.0.0
 	github.com/zeebo/xxh3 v1.1.0

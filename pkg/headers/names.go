@@ -222,6 +222,16 @@ const (
 	// at the hub, and the gateway is where the client's TTFT and the
 	// usage's cached tokens are measured.
 	StargateSessionState = "x-stargate-session-state"
+
+	// StargateLBConfigHash names the lb-config.json generation that routed
+	// the request: the first 12 hex digits of the SHA-256 of the file the
+	// hub had loaded when the request arrived. The hub sets it on every
+	// answer it relays and on its own answers once the request is past
+	// authentication, and leaves it out when it runs without
+	// --lb-config-path. A request is routed by one generation from start to
+	// end, so the header says which file decided it even while a reload
+	// swaps the configuration (docs/load-balancing.md#changing-routing-live).
+	StargateLBConfigHash = "x-stargate-lb-config-hash"
 )
 
 // Mock engine -> client response headers. They describe the modelled prefix
@@ -411,7 +421,7 @@ var known = [...]string{
 	StargateExpectedQueueMs, OutputTokens, DynamoRequestPriority, DynamoRequestStrictPriority,
 	StargateUpstreamRetryable, StargateRetryable, StargateRetryReason, StargateRetryAfterMs,
 	StargateClusterID, InferenceServerID, InferenceServerURL, StargateErrorCode, StargateSessionState,
-	KVCacheHit, KVCacheHitTokens, KVCacheReusedInputTokens, KVCacheUncachedInputTokens,
+	StargateLBConfigHash, KVCacheHit, KVCacheHitTokens, KVCacheReusedInputTokens, KVCacheUncachedInputTokens,
 	KVCacheEvictedEntries, KVCacheEvictedTokens, MockEngineID,
 	RateLimitLimitTokens, RateLimitRemainingTokens, RateLimitResetTokens,
 	RateLimitLimitRequests, RateLimitRemainingRequests, RateLimitResetRequests, ShouldRetry,

@@ -74,6 +74,7 @@ func TestSpecNames(t *testing.T) {
 		"x-stargate-last-cluster-id":       StargateLastClusterID,
 		"x-stargate-cluster-id":            StargateClusterID,
 		"x-stargate-session-state":         StargateSessionState,
+		"x-stargate-lb-config-hash":        StargateLBConfigHash,
 		"new":                              SessionStateNew,
 		"returning":                        SessionStateReturning,
 		"stale":                            SessionStateStale,

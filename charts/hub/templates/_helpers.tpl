@@ -77,7 +77,10 @@ the replica.
   (dict "name" "HUB_METRICS_LISTEN" "value" (printf "0.0.0.0:%v" .Values.ports.metrics))
 }}
 {{- if .Values.lbConfig }}
-{{- $env = append $env (dict "name" "HUB_LB_CONFIG_PATH" "value" "/etc/stargate/lb-config/lb-config.json") }}
+{{- $env = concat $env (list
+  (dict "name" "HUB_LB_CONFIG_PATH" "value" "/etc/stargate/lb-config/lb-config.json")
+  (dict "name" "HUB_LB_CONFIG_WATCH" "value" (ternary "true" "false" (eq .Values.lbConfigUpdate "reload")))
+) }}
 {{- end }}
 {{- if .Values.registrationToken.enabled }}
 {{- $env = append $env (dict "name" "HUB_REGISTRATION_TOKEN_FILE" "value" "/etc/stargate/registration-token/token") }}

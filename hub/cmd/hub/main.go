@@ -27,10 +27,17 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	// SIGHUP reloads --lb-config-path. It is caught from the start: its
+	// default action would end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, hup))
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// run is the hub's main; each value on reload asks it to reload
+// --lb-config-path.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, reload <-chan os.Signal) int {
 	cfg := app.DefaultConfig()
 	var logCfg obs.LogConfig
 	fs := cli.New("hub", "hub: routes OpenAI requests to clusters whose pylons registered over reverse tunnels.", stdout)
@@ -70,6 +77,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "hub:", err)
 		return 1
 	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-reload:
+				a.ReloadLBConfig("sighup")
+			}
+		}
+	}()
 	if err := a.Run(ctx); err != nil {
 		log.Error("hub stopped with an error", "err", err)
 		return 1

@@ -12,8 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stargate-router/stargate/hub/internal/breaker"
+	"github.com/stargate-router/stargate/hub/internal/filewatch"
 	"github.com/stargate-router/stargate/hub/internal/lbconfig"
 	"github.com/stargate-router/stargate/hub/internal/lbfactory"
+	"github.com/stargate-router/stargate/hub/internal/lbreload"
 	"github.com/stargate-router/stargate/hub/internal/proxy"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
@@ -34,6 +36,10 @@ type App struct {
 	store   *state.Store
 	tunnels *tunnel.Server
 	proxy   *proxy.Proxy
+	// lb holds the active lb-config generation; watch, when set, reloads
+	// it as the file changes.
+	lb      *lbreload.Reloader
+	watch   *filewatch.Watcher
 	reg     *registrar
 	ready   serve.Readiness
 	api     serve.Server
@@ -50,15 +56,14 @@ func New(cfg Config, log *slog.Logger, version string) (*App, error) {
 	m := proxy.NewMetrics(reg, cfg.MetricsPrefix)
 	clk := clock.Real{}
 	a := &App{cfg: cfg, log: log}
-	lbCfg, err := loadLBConfig(cfg, log)
+	var err error
+	a.lb, err = lbreload.New(lbreload.Options{Path: cfg.LBConfigPath, Factory: lbfactory.New,
+		Resolver: lbconfig.Options{Clock: clk, Log: log}, Registerer: reg, MetricsPrefix: cfg.MetricsPrefix,
+		Clock: clk, Log: log, OnApply: a.applyLBConfig})
 	if err != nil {
 		return nil, err
 	}
-	resolver, err := lbconfig.NewResolver(lbCfg, lbfactory.New, lbconfig.Options{Clock: clk, Registerer: reg,
-		MetricsPrefix: cfg.MetricsPrefix, Log: log})
-	if err != nil {
-		return nil, err
-	}
+	gen := a.lb.Current()
 	gatewayToken, err := readGatewayToken(cfg, log)
 	if err != nil {
 		return nil, err
@@ -68,8 +73,9 @@ func New(cfg Config, log *slog.Logger, version string) (*App, error) {
 		if n == 0 {
 			// A target that empties starts afresh when it comes back
 			// (docs/design/routing-state.md#targets-and-generations): its
-			// round-robin counters and caches go with it.
-			resolver.Forget(t)
+			// round-robin counters and caches go with it. Older
+			// generations' state goes with the requests that hold them.
+			a.lb.Current().Resolver.Forget(t)
 		}
 	}))
 	reg.MustRegister(a.store.Collector(cfg.MetricsPrefix))
@@ -84,33 +90,56 @@ func New(cfg Config, log *slog.Logger, version string) (*App, error) {
 	}
 	pcfg := proxyConfig(cfg, log, clk, m, gatewayToken)
 	pcfg.WaitingRoom.Metrics = waitroom.NewMetrics(reg, cfg.MetricsPrefix)
-	pcfg.ConfiguredModel = lbCfg.HasModel
+	pcfg.ConfiguredModel = gen.Config.HasModel
 	if a.reg.breakers, a.reg.breakerState, err = newBreakers(cfg, log, clk, reg); err != nil {
 		_ = backendLn.Close()
 		return nil, err
 	}
 	pcfg.Breakers = a.reg.breakers
-	a.proxy = proxy.New(pcfg, a.store, a.tunnels, resolver)
+	a.proxy = proxy.New(pcfg, a.store, a.tunnels, gen.Resolver)
+	a.proxy.SetGeneration(proxyGeneration(gen))
 	if err := a.listen(reg, backendLn); err != nil {
 		_ = backendLn.Close()
 		return nil, err
 	}
+	if cfg.LBConfigPath != "" && cfg.LBConfigWatch {
+		// Last, so that no failure after it leaves an inotify watch open.
+		a.watch, err = filewatch.New(filewatch.Config{Path: cfg.LBConfigPath, Debounce: cfg.LBConfigReloadDebounce,
+			OnChange: func() { a.ReloadLBConfig("watch") }, Clock: clk, Log: log})
+		if err != nil {
+			a.closeListeners()
+			return nil, fmt.Errorf("--lb-config-watch: %w", err)
+		}
+	}
 	return a, nil
 }
 
-// loadLBConfig loads --lb-config-path, or every algorithm at its defaults
-// when it is unset.
-func loadLBConfig(cfg Config, log *slog.Logger) (*lbconfig.Config, error) {
-	if cfg.LBConfigPath == "" {
-		return lbconfig.Permissive(), nil
+// closeListeners closes the three listeners of a hub that will not run.
+func (a *App) closeListeners() {
+	for _, s := range []serve.Server{a.api, a.metrics, a.backend} {
+		if s.Listener != nil {
+			_ = s.Listener.Close()
+		}
 	}
-	lbCfg, err := lbconfig.Load(cfg.LBConfigPath)
-	if err != nil {
-		return nil, err
-	}
-	sum := lbCfg.Summary()
-	log.Info("load balancer config loaded", "path", cfg.LBConfigPath, "default_lb", sum.DefaultLB, "model_overrides", sum.ModelOverrides)
-	return lbCfg, nil
+}
+
+// ReloadLBConfig reloads --lb-config-path (hub/internal/lbreload): the
+// hub's SIGHUP handler and the file watch call it. A new valid file serves
+// every request that arrives after it is applied; an invalid one is
+// logged, counted and ignored. Without --lb-config-path it only logs.
+func (a *App) ReloadLBConfig(trigger string) {
+	a.lb.Reload(trigger)
+}
+
+// applyLBConfig hands a reloaded generation to the proxy, before lbreload
+// makes it Current.
+func (a *App) applyLBConfig(g *lbreload.Generation) {
+	a.proxy.SetGeneration(proxyGeneration(g))
+}
+
+// proxyGeneration is the part of g the proxy routes by.
+func proxyGeneration(g *lbreload.Generation) proxy.Generation {
+	return proxy.Generation{Resolver: g.Resolver, ConfiguredModel: g.Config.HasModel, Hash: g.Hash}
 }
 
 // readGatewayToken reads --gateway-token-file once, at startup. Without it
@@ -168,6 +197,7 @@ func proxyConfig(cfg Config, log *slog.Logger, clk clock.Clock, m *proxy.Metrics
 	pcfg.MaxReplayBodyBytes = cfg.MaxReplayBodyBytes
 	pcfg.RetryBudgetHeader = cfg.RetryBudgetHeader
 	pcfg.MaxRequestRetries = cfg.MaxRequestRetries
+	pcfg.MaxQueueMismatchRetries = cfg.MaxQueueMismatchRetries
 	pcfg.MaxConnectRetries = cfg.MaxConnectRetries
 	pcfg.RequirePylonRetrySignal = cfg.RequirePylonRetrySignal
 	pcfg.RequestTimeout = cfg.RequestTimeout
@@ -270,6 +300,14 @@ func (a *App) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	var tunnelErr error
 	wg.Go(func() { tunnelErr = a.tunnels.Run(tctx) })
+	if a.watch != nil {
+		wg.Go(func() {
+			if err := a.watch.Run(tctx); err != nil {
+				// SIGHUP still reloads; the watch is a convenience.
+				a.log.Error("lb-config watch stopped; reload with SIGHUP", "path", a.cfg.LBConfigPath, "err", err)
+			}
+		})
+	}
 	a.log.Info("listening", "listener", "backend", "addr", a.backend.Listener.Addr().String())
 	a.ready.Set(true)
 	err := serve.Run(ctx, a.log, a.cfg.Drain, func() {

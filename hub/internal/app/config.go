@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stargate-router/stargate/hub/internal/breaker"
+	"github.com/stargate-router/stargate/hub/internal/filewatch"
 	"github.com/stargate-router/stargate/hub/internal/proxy"
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/headers"
@@ -31,6 +32,7 @@ type Config struct {
 	MaxReplayBodyBytes      int64
 	RetryBudgetHeader       string
 	MaxRequestRetries       int
+	MaxQueueMismatchRetries int
 	MaxConnectRetries       int
 	RequirePylonRetrySignal bool
 	RequestTimeout          time.Duration
@@ -44,6 +46,12 @@ type Config struct {
 	TLSCertPath             string
 	TLSKeyPath              string
 	Pprof                   bool
+
+	// LBConfigWatch reloads LBConfigPath when its directory changes,
+	// LBConfigReloadDebounce after the last change; SIGHUP reloads it
+	// regardless (docs/load-balancing.md#changing-routing-live).
+	LBConfigWatch          bool
+	LBConfigReloadDebounce time.Duration
 
 	// ModelUnavailableWait bounds how long a request for a known model
 	// with no backend waits for one to register; StartupGrace is how long
@@ -83,13 +91,14 @@ func DefaultConfig() Config {
 		Listen: "127.0.0.1:8000", BackendListen: "127.0.0.1:50071", MetricsListen: "127.0.0.1:9090",
 		HubID: host, MetricsPrefix: "stargate_", Drain: 30 * time.Second, Limits: serve.DefaultLimits(),
 		MaxReplayBodyBytes: 64 << 20, RetryBudgetHeader: headers.StargateMaxWaitMs,
-		MaxRequestRetries: 2, MaxConnectRetries: 2, RequirePylonRetrySignal: true,
+		MaxRequestRetries: 2, MaxConnectRetries: 2, RequirePylonRetrySignal: true, MaxQueueMismatchRetries: proxy.DefaultMaxQueueMismatchRetries,
 		RequestTimeout: 30 * time.Second, IdleTimeoutMin: 60 * time.Second, IdleTimeoutMax: 300 * time.Second,
 		HealthInterval: time.Second, ModelUnavailableWait: proxy.DefaultModelUnavailableWait,
 		StartupGrace:   proxy.DefaultStartupGrace,
 		BreakerEnabled: true, BreakerFailures: breaker.DefaultConfig().Failures, BreakerWindow: breaker.DefaultConfig().Window,
 		BreakerCoolDown:    breaker.DefaultConfig().CoolDown,
 		MaxWaitingRequests: proxy.DefaultMaxWaitingRequests, ReturningSessionPriority: true,
+		LBConfigWatch: true, LBConfigReloadDebounce: filewatch.DefaultDebounce,
 	}
 }
 
@@ -109,6 +118,7 @@ func (c *Config) Register(fs *cli.FlagSet) {
 	fs.Int64(&c.MaxReplayBodyBytes, "proxy-max-replay-body-bytes", "HUB_PROXY_MAX_REPLAY_BODY_BYTES", d.MaxReplayBodyBytes, "largest request body (kept for retries); larger gets 413")
 	fs.String(&c.RetryBudgetHeader, "proxy-retry-budget-header", "HUB_PROXY_RETRY_BUDGET_HEADER", d.RetryBudgetHeader, "request header carrying the retry budget in ms; empty disables it")
 	fs.Int(&c.MaxRequestRetries, "proxy-max-request-retries", "HUB_PROXY_MAX_REQUEST_RETRIES", d.MaxRequestRetries, "retries after retryable upstream answers")
+	fs.Int(&c.MaxQueueMismatchRetries, "proxy-max-queue-mismatch-retries", "HUB_PROXY_MAX_QUEUE_MISMATCH_RETRIES", d.MaxQueueMismatchRetries, "routing passes again after a pylon refused for queue_estimate_mismatch (the backend is marked full until its next registration); also bounded by the retry budget and deadline")
 	fs.Int(&c.MaxConnectRetries, "proxy-max-connect-retries", "HUB_PROXY_MAX_CONNECT_RETRIES", d.MaxConnectRetries, "retries after tunnel failures")
 	fs.Bool(&c.RequirePylonRetrySignal, "proxy-require-pylon-retry-signal", "HUB_PROXY_REQUIRE_PYLON_RETRY_SIGNAL", d.RequirePylonRetrySignal, "retry 429/503 only when the pylon says x-stargate-retryable: true")
 	fs.Millis(&c.RequestTimeout, "tunnel-request-timeout-ms", "HUB_TUNNEL_REQUEST_TIMEOUT_MS", d.RequestTimeout, "time to the response head of one attempt")
@@ -130,7 +140,9 @@ func (c *Config) Register(fs *cli.FlagSet) {
 	fs.Bool(&c.ReturningSessionPriority, "proxy-returning-session-priority", "HUB_PROXY_RETURNING_SESSION_PRIORITY", d.ReturningSessionPriority, "when requests wait for capacity, returning sessions (last_cluster_affinity) get a freed cluster first and a full waiting room sheds new requests before them")
 	fs.Millis(&c.BreakerCoolDown, "proxy-breaker-cool-down-ms", "HUB_PROXY_BREAKER_COOL_DOWN_MS", d.BreakerCoolDown, "how long an open breaker refuses before it lets one probe through; doubles while probes fail, up to 60 s")
 	fs.Millis(&c.StartupGrace, "proxy-startup-grace-ms", "HUB_PROXY_STARTUP_GRACE_MS", d.StartupGrace, "for this long after start every model counts as known (pylons are still reconnecting): a request for one without a backend waits instead of 404; 0 disables")
-	fs.String(&c.LBConfigPath, "lb-config-path", "HUB_LB_CONFIG_PATH", "", "lb-config.json: algorithms per model, read once at startup; unset allows every algorithm with default settings")
+	fs.String(&c.LBConfigPath, "lb-config-path", "HUB_LB_CONFIG_PATH", "", "lb-config.json: algorithms per model; reloaded on SIGHUP and, with --lb-config-watch, when it changes (an invalid file is rejected and the old config keeps serving); unset allows every algorithm with default settings")
+	fs.Bool(&c.LBConfigWatch, "lb-config-watch", "HUB_LB_CONFIG_WATCH", d.LBConfigWatch, "watch --lb-config-path's directory and reload the file when it changes (editor renames and ConfigMap ..data swaps included); SIGHUP reloads either way")
+	fs.Millis(&c.LBConfigReloadDebounce, "lb-config-reload-debounce-ms", "HUB_LB_CONFIG_RELOAD_DEBOUNCE_MS", d.LBConfigReloadDebounce, "with --lb-config-watch, how long the directory must stay quiet after a change before the file is reloaded")
 	fs.String(&c.OTelEndpoint, "otel-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP/HTTP collector base URL for request traces (span proxy_openai_request); empty: no export, trace context still propagates")
 	fs.Float64(&c.OTelSampleRatio, "otel-sample-ratio", "HUB_OTEL_SAMPLE_RATIO", 1, "share of new traces sampled (a sampled caller's trace is always continued)")
 	fs.String(&c.GatewayTokenFile, "gateway-token-file", "HUB_GATEWAY_TOKEN_FILE", "", "file holding the token the gateway sends as Authorization: Bearer (its --hub-token-file); requests without it get 401; required unless --insecure-no-client-auth")
@@ -156,6 +168,9 @@ func (c *Config) Validate() error {
 	if c.MaxReplayBodyBytes < 1 {
 		errs = append(errs, errors.New("--proxy-max-replay-body-bytes: must be >= 1"))
 	}
+	if c.MaxQueueMismatchRetries < 0 {
+		errs = append(errs, errors.New("--proxy-max-queue-mismatch-retries (HUB_PROXY_MAX_QUEUE_MISMATCH_RETRIES): must be >= 0"))
+	}
 	if c.MaxRequestRetries < 0 || c.MaxConnectRetries < 0 {
 		errs = append(errs, errors.New("--proxy-max-request-retries and --proxy-max-connect-retries: must be >= 0"))
 	}
@@ -180,6 +195,9 @@ func (c *Config) Validate() error {
 	}
 	if c.BreakerEnabled && c.BreakerCoolDown <= 0 {
 		errs = append(errs, errors.New("--proxy-breaker-cool-down-ms: must be > 0"))
+	}
+	if c.LBConfigReloadDebounce <= 0 {
+		errs = append(errs, errors.New("--lb-config-reload-debounce-ms: must be > 0"))
 	}
 	if c.StartupGrace < 0 {
 		errs = append(errs, errors.New("--proxy-startup-grace-ms: must be >= 0"))

@@ -39,12 +39,14 @@ func TestValidate(t *testing.T) {
 	cfg.APITLSKeyPath = "key.pem"
 	cfg.ModelUnavailableWait = -1
 	cfg.Limits.ReadStall = 0
+	cfg.LBConfigReloadDebounce = 0
 	err := cfg.Validate()
 	if err == nil {
 		t.Fatal("no error")
 	}
 	for _, flag := range []string{"--proxy-max-replay-body-bytes", "--tunnel-request-timeout-ms", "--tls-cert-path",
-		"--api-tls-cert-path", "--proxy-model-unavailable-wait-ms", "--read-stall-timeout"} {
+		"--api-tls-cert-path", "--proxy-model-unavailable-wait-ms", "--read-stall-timeout",
+		"--lb-config-reload-debounce-ms"} {
 		if !strings.Contains(err.Error(), flag) {
 			t.Errorf("%q does not name %s", err, flag)
 		}
@@ -76,6 +78,8 @@ func TestValidateAuth(t *testing.T) {
 			[]string{"--insecure-no-registration-auth: set one, not both"}},
 		{"admin token", func(c *Config) { c.AdminTokenFile = c.GatewayTokenFile; c.MetricsRequireAdminToken = true }, nil},
 		{"unreadable admin token", func(c *Config) { c.AdminTokenFile = "/nonexistent/token" }, []string{"--admin-token-file:"}},
+		{"negative queue-mismatch retries", func(c *Config) { c.MaxQueueMismatchRetries = -1 },
+			[]string{"--proxy-max-queue-mismatch-retries (HUB_PROXY_MAX_QUEUE_MISMATCH_RETRIES): must be >= 0"}},
 		{"metrics token without admin token", func(c *Config) { c.MetricsRequireAdminToken = true },
 			[]string{"--metrics-require-admin-token: needs --admin-token-file"}},
 	} {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/stargate-router/stargate/hub/internal/lbreload"
 	"github.com/stargate-router/stargate/pkg/openai"
 )
 
@@ -53,12 +54,15 @@ func (a *App) serveModels(w http.ResponseWriter, r *http.Request) {
 // configuration, tunnels and the routing state with reservations. It names
 // engine URLs and pylon addresses, which is why it is not on --listen.
 func (a *App) serveDebug(w http.ResponseWriter, _ *http.Request) {
+	lb := a.lb.Status()
 	writeJSON(w, map[string]any{
 		"config": map[string]any{
 			"hub_id": a.cfg.HubID, "listen": a.cfg.Listen, "backend_listen": a.cfg.BackendListen,
-			"metrics_listen": a.cfg.MetricsListen, "tunnel_protocol": "http2-reverse", "default_lb": "power-of-n",
+			"metrics_listen": a.cfg.MetricsListen, "tunnel_protocol": "http2-reverse", "default_lb": lb.DefaultLB,
 			"client_auth": a.clientAuthMode(), "registration_auth": !a.cfg.InsecureNoRegistrationAuth,
 			"api_tls": a.cfg.APITLSCertPath != "", "backend_tls": a.cfg.TLSCertPath != "",
+			"lb_config": lbConfigState{Status: lb, Watch: a.watch != nil,
+				ReloadDebounceMs: a.cfg.LBConfigReloadDebounce.Milliseconds()},
 		},
 		"sessions":         a.tunnels.Sessions(),
 		"routing":          a.store.Debug(),
@@ -66,6 +70,15 @@ func (a *App) serveDebug(w http.ResponseWriter, _ *http.Request) {
 		// Backends whose error breaker has seen outcomes; absent ones are closed.
 		"breakers": a.reg.breakers.Snapshot(),
 	})
+}
+
+// lbConfigState is /debug/state's config.lb_config: the active lb-config
+// (hash, path, when it was loaded, the algorithm of the default and of
+// each model), the last rejected reload, and how reloads are triggered.
+type lbConfigState struct {
+	lbreload.Status
+	Watch            bool  `json:"watch"`
+	ReloadDebounceMs int64 `json:"reload_debounce_ms"`
 }
 
 // clientAuthMode names who --listen serves, for /debug/state.

@@ -1,6 +1,10 @@
 package lb
 
-import "github.com/stargate-router/stargate/hub/internal/routing"
+import (
+	"time"
+
+	"github.com/stargate-router/stargate/hub/internal/routing"
+)
 
 // Route is the load balancer resolved for one request: the picker and the
 // per-definition rules the routing pass applies around it. It lives here,
@@ -28,6 +32,13 @@ type Route struct {
 	// LastClusterAffinity reports that the algorithm classifies sessions, so
 	// the pass reports a session selection class for its choices.
 	LastClusterAffinity bool
+	// AffinityWait is how long the algorithm holds a session for its
+	// affinity group before widening (cache_affinity_wait_ms; 0 for the
+	// algorithms without one). The proxy lets a returning session queue
+	// that long on its last cluster when the cluster's pylon reports a
+	// queue the hub had not counted
+	// (docs/design/hub-request.md#queue-refusals).
+	AffinityWait time.Duration
 }
 
 // Resolver picks the Route for a routing target and the requested

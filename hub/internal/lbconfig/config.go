@@ -72,6 +72,17 @@ func (c *Config) Summary() Summary {
 	return Summary{DefaultLB: c.def.configured.alg.String(), ModelOverrides: len(c.models)}
 }
 
+// ModelAlgorithms returns the canonical name of the configured algorithm
+// of every models entry, by model id: what /debug/state and the
+// lb_config_info metric show beside Summary's DefaultLB.
+func (c *Config) ModelAlgorithms() map[string]string {
+	out := make(map[string]string, len(c.models))
+	for id, s := range c.models {
+		out[id] = s.configured.alg.String()
+	}
+	return out
+}
+
 // HasModel reports whether the file has a models entry for model. The hub
 // treats such a model as one it serves even while no pylon has registered
 // it, so a request for it waits for a backend instead of getting the 404

@@ -68,7 +68,7 @@ func (r *Resolver) resolveExpression(t routing.Target, raw string) (lb.Route, *R
 	if e != nil && now-e.used.Load() < r.idle {
 		if c := e.lookup(raw); c != nil {
 			e.used.Store(now)
-			r.counters[c.alg][outcomeHit].Inc()
+			r.metrics.counters[c.alg][outcomeHit].Inc()
 			return c.route, nil
 		}
 	}
@@ -109,7 +109,7 @@ func (r *Resolver) resolveExpression(t routing.Target, raw string) (lb.Route, *R
 	}
 	e.used.Store(now)
 	r.exprMu.Unlock()
-	r.counters[c.alg][out].Inc()
+	r.metrics.counters[c.alg][out].Inc()
 	return c.route, nil
 }
 
@@ -150,10 +150,26 @@ func (r *Resolver) sweep() int {
 	return len(r.exprs)
 }
 
-func (r *Resolver) registerMetrics(reg prometheus.Registerer, prefix string) error {
+// Metrics are a resolver's Prometheus metrics: the routing-expression
+// counters and the cache-size gauge. They outlive any one resolver, so a
+// hub that swaps its configuration (hub/internal/lbreload) registers them
+// once and hands them to every resolver it builds: a second registration
+// of the same names would fail, and the counters must keep counting across
+// generations. Build them with NewMetrics.
+type Metrics struct {
+	counters [numAlgorithms + 1][numOutcomes]prometheus.Counter
+	// active is the resolver whose cache the gauge reports (Track).
+	active atomic.Pointer[Resolver]
+}
+
+// NewMetrics creates the resolver metrics named with prefix ("" means
+// "stargate_") and registers them on reg; a nil reg records without
+// exporting.
+func NewMetrics(reg prometheus.Registerer, prefix string) (*Metrics, error) {
 	if prefix == "" {
 		prefix = "stargate_"
 	}
+	m := &Metrics{}
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: prefix + "routing_expressions_total",
 		Help: "Accepted routing expressions with parameters, by algorithm and cache outcome (hit, build, rebuild).",
@@ -162,26 +178,31 @@ func (r *Resolver) registerMetrics(reg prometheus.Registerer, prefix string) err
 	// lookups (and so of allocations), and exports each series at 0.
 	for _, a := range algorithms {
 		for o := range numOutcomes {
-			r.counters[a][o] = vec.WithLabelValues(a.String(), outcomeNames[o])
+			m.counters[a][o] = vec.WithLabelValues(a.String(), outcomeNames[o])
 		}
 	}
 	if reg == nil {
-		return nil
+		return m, nil
 	}
-	gauge := &cacheGauge{r: r, desc: prometheus.NewDesc(prefix+"routing_expression_cache_entries",
+	gauge := &cacheGauge{m: m, desc: prometheus.NewDesc(prefix+"routing_expression_cache_entries",
 		"Routing targets holding cached routing expressions.", nil, nil)}
 	for _, c := range []prometheus.Collector{vec, gauge} {
 		if err := reg.Register(c); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return m, nil
 }
+
+// Track makes r the resolver whose expression cache the gauge reports: the
+// one serving requests. A resolver built only to validate a configuration
+// is never tracked.
+func (m *Metrics) Track(r *Resolver) { m.active.Store(r) }
 
 // cacheGauge exports the cache size. Collecting first sweeps idle entries:
 // scrapes are what expire entries once expression traffic stops.
 type cacheGauge struct {
-	r    *Resolver
+	m    *Metrics
 	desc *prometheus.Desc
 }
 
@@ -190,5 +211,9 @@ func (g *cacheGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
 
 // Collect implements prometheus.Collector.
 func (g *cacheGauge) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(g.r.sweep()))
+	n := 0
+	if r := g.m.active.Load(); r != nil {
+		n = r.sweep()
+	}
+	ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n))
 }

@@ -34,7 +34,13 @@ const (
 type Options struct {
 	// Clock times expression-cache idleness; nil is the wall clock.
 	Clock clock.Clock
-	// Registerer receives the expression metrics; nil records none.
+	// Metrics are shared metrics (NewMetrics) the resolver records into
+	// without registering anything: the way to build a second resolver on
+	// the same registry. Nil: the resolver makes its own on Registerer and
+	// tracks itself.
+	Metrics *Metrics
+	// Registerer receives the expression metrics when Metrics is nil; nil
+	// records none.
 	Registerer prometheus.Registerer
 	// MetricsPrefix prefixes metric names; "" means "stargate_".
 	MetricsPrefix string
@@ -68,7 +74,7 @@ type Resolver struct {
 	exprMu sync.RWMutex
 	exprs  map[routing.Target]*exprEntry
 
-	counters [numAlgorithms + 1][numOutcomes]prometheus.Counter
+	metrics *Metrics
 }
 
 // Resolver is the hub's lb.Resolver; the guard keeps it so at compile time.
@@ -118,8 +124,14 @@ func NewResolver(cfg *Config, factory Factory, opts Options) (*Resolver, error) 
 		}
 		r.bindings[i] = binding{def: d, route: routeFor(d, &lazyPicker{r: r, index: i})}
 	}
-	if err := r.registerMetrics(opts.Registerer, opts.MetricsPrefix); err != nil {
-		return nil, err
+	r.metrics = opts.Metrics
+	if r.metrics == nil {
+		m, err := NewMetrics(opts.Registerer, opts.MetricsPrefix)
+		if err != nil {
+			return nil, err
+		}
+		m.Track(r)
+		r.metrics = m
 	}
 	return r, nil
 }
@@ -135,6 +147,7 @@ func routeFor(d *Definition, p lb.Picker) lb.Route {
 		AdmissionNeedsWeight: d.alg.usesPulsarRanking(),
 		AdmissionConsidersKV: d.alg.usesPulsarRanking() && e.ConsiderKVFreeTokens,
 		LastClusterAffinity:  e.LastClusterAffinity,
+		AffinityWait:         e.CacheAffinityWait,
 	}
 }
 

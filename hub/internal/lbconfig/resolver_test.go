@@ -179,7 +179,7 @@ func TestResolveErrors(t *testing.T) {
 			t.Errorf("Resolve(%q) = %+v, want %+v", tc.requested, oerr, want)
 		}
 	}
-	if got := testutil.ToFloat64(fx.r.counters[Pulsar][outcomeBuild]); got != 0 {
+	if got := testutil.ToFloat64(fx.r.metrics.counters[Pulsar][outcomeBuild]); got != 0 {
 		t.Errorf("rejected expressions were counted: %v", got)
 	}
 }
@@ -223,7 +223,7 @@ func TestPickerInstances(t *testing.T) {
 }
 
 func (fx *fixture) count(alg Algorithm, o outcome) float64 {
-	return testutil.ToFloat64(fx.r.counters[alg][o])
+	return testutil.ToFloat64(fx.r.metrics.counters[alg][o])
 }
 
 func (fx *fixture) entries(t *testing.T, want int) {
@@ -519,5 +519,60 @@ func TestKnownMethod(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { r.KnownMethod("Pulsar_Wait_And_Widen") }); n != 0 {
 		t.Errorf("%v allocations", n)
+	}
+}
+
+// TestSharedMetricsAcrossResolvers: a second resolver on the same registry
+// (a reloaded configuration) records into the first one's counters instead
+// of failing to register, and the cache gauge follows the tracked one.
+func TestSharedMetricsAcrossResolvers(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeFactory{}
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	build := func() *Resolver {
+		r, err := NewResolver(Permissive(), f.New, Options{Clock: clk, Metrics: m, Registerer: reg})
+		if err != nil {
+			t.Fatalf("a resolver sharing metrics: %v", err)
+		}
+		return r
+	}
+	first, second := build(), build()
+	m.Track(first)
+	if _, rej := first.Resolve(routing.Target{Model: "a"}, "pulsar;seed=a"); rej != nil {
+		t.Fatal(rej)
+	}
+	if _, rej := second.Resolve(routing.Target{Model: "b"}, "pulsar;seed=b"); rej != nil {
+		t.Fatal(rej)
+	}
+	if got := testutil.ToFloat64(m.counters[Pulsar][outcomeBuild]); got != 2 {
+		t.Errorf("pulsar builds across both resolvers = %v, want 2", got)
+	}
+	gauge := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "stargate_routing_expression_cache_entries" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no cache gauge")
+		return 0
+	}
+	if _, rej := second.Resolve(routing.Target{Model: "c"}, "pulsar;seed=c"); rej != nil {
+		t.Fatal(rej)
+	}
+	if got := gauge(); got != 1 {
+		t.Errorf("cache entries of the tracked (first) resolver = %v, want 1", got)
+	}
+	m.Track(second)
+	if got := gauge(); got != 2 {
+		t.Errorf("cache entries after tracking the second = %v, want 2", got)
 	}
 }

@@ -3,7 +3,9 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -26,16 +28,25 @@ type next int
 const (
 	nextDone    next = iota // a response was written (or the client left)
 	nextCluster             // exclude this cluster and run the load balancer again
+	nextPass                // run the load balancer again, the cluster still a candidate
 )
 
 // tryCluster runs attempts on the chosen cluster's backends, sibling after
-// sibling, until one answers or the cluster must be given up.
+// sibling, until one answers or the cluster must be given up. When the
+// backends that were left refused with a queue mismatch
+// (docs/design/hub-request.md#queue-refusals), the cluster is not given up:
+// the state now shows it full, and the next pass decides whether to wait
+// for it or go elsewhere.
 func (p *Proxy) tryCluster(w http.ResponseWriter, r *http.Request, req *request, st *loop, dec *routing.Decision) next {
+	clear(st.refusedBackends)
 	for {
 		b, ok := p.store.NextBackend(req.target, dec.ClusterID, func(id string) bool {
-			return st.failedBackends[id] || (!st.failOpen && !p.cfg.Breakers.Available(id))
+			return st.failedBackends[id] || st.refusedBackends[id] || (!st.failOpen && !p.cfg.Breakers.Available(id))
 		})
 		if !ok {
+			if len(st.refusedBackends) > 0 {
+				return nextPass
+			}
 			return nextCluster
 		}
 		permit, ok := p.cfg.Breakers.Acquire(b.ID)
@@ -49,6 +60,10 @@ func (p *Proxy) tryCluster(w http.ResponseWriter, r *http.Request, req *request,
 			return nextDone
 		case attemptSibling:
 			st.failBackend(b.ID)
+		case attemptRefused:
+			st.refuseBackend(b.ID)
+		case attemptQueue:
+			// The same cluster again, now accepting its queue.
 		case attemptOtherCluster:
 			st.failBackend(b.ID)
 			return nextCluster
@@ -62,6 +77,8 @@ type attemptResult int
 const (
 	attemptDone         attemptResult = iota // answered (or the client left)
 	attemptSibling                           // fail this backend, try the cluster's next one
+	attemptRefused                           // skip this backend in this pass only, try the next one
+	attemptQueue                             // try the cluster again, accepting the queue its pylon reported
 	attemptOtherCluster                      // fail this backend and its cluster, pass again
 )
 
@@ -88,7 +105,7 @@ func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, req *request, st
 	if !ok {
 		return p.transportFailed(w, r, req, st, b, errors.New("no tunnel to backend "+b.ID))
 	}
-	out, err := outbound(ctx, r, req, dec)
+	out, err := outbound(ctx, r, req, dec, st.queueAllowanceMs)
 	if err != nil {
 		openai.WriteError(w, openai.Internal("building upstream request"))
 		return attemptDone
@@ -105,8 +122,9 @@ func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, req *request, st
 
 // outbound builds the request to the pylon: the buffered body (replayable
 // on a retry), the forwarded headers, and the hub's queue estimate of the
-// chosen cluster when it has one.
-func outbound(ctx context.Context, r *http.Request, req *request, dec *routing.Decision) (*http.Request, error) {
+// chosen cluster when it has one, raised to allowanceMs when the request
+// has accepted a queue there (acceptQueue).
+func outbound(ctx context.Context, r *http.Request, req *request, dec *routing.Decision, allowanceMs uint64) (*http.Request, error) {
 	// The host is a placeholder: the tunnel RoundTripper sends every
 	// request to its one pylon, whatever the URL says.
 	out, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://pylon"+r.URL.RequestURI(), bytes.NewReader(req.body))
@@ -114,7 +132,10 @@ func outbound(ctx context.Context, r *http.Request, req *request, dec *routing.D
 		return nil, err
 	}
 	out.Header = forwardHeaders(r.Header)
-	if dec.QueueEstimateKnown {
+	switch {
+	case allowanceMs > 0:
+		out.Header[canonExpectedQueueMs] = []string{strconv.FormatUint(max(allowanceMs, dec.QueueEstimateMs), 10)}
+	case dec.QueueEstimateKnown:
 		out.Header[canonExpectedQueueMs] = []string{strconv.FormatUint(dec.QueueEstimateMs, 10)}
 	}
 	out.ContentLength = int64(len(req.body))
@@ -159,7 +180,8 @@ func (p *Proxy) logAttempt(ctx context.Context, req *request, st *loop, b state.
 	t, rr := req.target, &req.pass.Req
 	p.cfg.Log.Info("proxying request", "request_id", rr.ID, "routing_key", t.RoutingKey, "model_id", t.Model,
 		"input_tokens", rr.InputTokens, "routing_algorithm", req.pass.Route.Algorithm, "inference_server_id", b.ID,
-		"attempt", st.attempts, "connect_retries", st.connectRetries, "request_retries", st.requestRetries)
+		"attempt", st.attempts, "connect_retries", st.connectRetries, "request_retries", st.requestRetries,
+		"queue_mismatch_retries", st.mismatchRetries)
 }
 
 // transportFailed handles an attempt that got no answer: the client left
@@ -200,10 +222,10 @@ func (p *Proxy) transportFailed(w http.ResponseWriter, r *http.Request, req *req
 	return attemptDone
 }
 
-// answered handles an upstream answer: a queue-estimate mismatch releases
-// the reservation at once (the pylon refused the load it stands for); a
-// retryable answer is retried while the budgets last; anything else is
-// written to the client.
+// answered handles an upstream answer: a queue-estimate mismatch marks the
+// backend full until its next registration and releases the reservation
+// (the pylon refused the load it stands for); a retryable answer is
+// retried while the budgets last; anything else is written to the client.
 func (p *Proxy) answered(w http.ResponseWriter, r *http.Request, req *request, st *loop, clusterID string, b state.Backend,
 	resp *http.Response, res state.Reservation) attemptResult {
 	t := req.target
@@ -218,6 +240,10 @@ func (p *Proxy) answered(w http.ResponseWriter, r *http.Request, req *request, s
 	}
 	reason := strings.TrimSpace(headers.First(resp.Header, canonRetryReason))
 	if resp.StatusCode == http.StatusTooManyRequests && isTrue(headers.First(resp.Header, canonRetryable)) && reason == headers.ReasonQueueEstimateMismatch {
+		// Mark before releasing: in between, another request would see
+		// the slot the reservation held as free.
+		st.refusedQueueMs = refusedQueueMs(resp)
+		p.store.MarkFull(t, clusterID, b.ID, st.refusedQueueMs)
 		res.Release()
 	}
 	switch {
@@ -228,7 +254,7 @@ func (p *Proxy) answered(w http.ResponseWriter, r *http.Request, req *request, s
 	}
 	if p.retryable(resp) {
 		st.retryAfter = max(st.retryAfter, retryAfterHint(resp.Header))
-		if result, retry := p.retryAnswer(req, st, b, resp, reason); retry {
+		if result, retry := p.retryAnswer(req, st, clusterID, b, resp, reason); retry {
 			return result
 		}
 	}
@@ -236,13 +262,16 @@ func (p *Proxy) answered(w http.ResponseWriter, r *http.Request, req *request, s
 	return p.writeAnswer(w, r, req, st, clusterID, b, resp)
 }
 
-// retryAnswer decides whether a retryable answer is retried. Within the
-// retry budget and --proxy-max-request-retries, a queue-estimate mismatch
-// goes to a sibling backend of the same cluster (another engine there may
-// have room) and any other reason to another cluster. Otherwise it counts
-// the exhaustion and reports false: the answer is passed through.
-func (p *Proxy) retryAnswer(req *request, st *loop, b state.Backend, resp *http.Response, reason string) (attemptResult, bool) {
+// retryAnswer decides whether a retryable answer is retried. A
+// queue-estimate mismatch follows retryMismatch; any other reason goes to
+// another cluster within the retry budget and --proxy-max-request-retries.
+// Otherwise it counts the exhaustion and reports false: the answer is
+// passed through.
+func (p *Proxy) retryAnswer(req *request, st *loop, clusterID string, b state.Backend, resp *http.Response, reason string) (attemptResult, bool) {
 	t := req.target
+	if reason == headers.ReasonQueueEstimateMismatch {
+		return p.retryMismatch(req, st, clusterID, b, resp)
+	}
 	if reason == "" {
 		reason = "retryable_upstream_response"
 	}
@@ -257,13 +286,100 @@ func (p *Proxy) retryAnswer(req *request, st *loop, b state.Backend, resp *http.
 	st.requestRetries++
 	p.cfg.Metrics.retry(t, reason)
 	_ = resp.Body.Close()
-	if reason == headers.ReasonQueueEstimateMismatch {
-		p.cfg.Log.Warn("retrying request on a sibling backend after local queue mismatch", "request_id", req.pass.Req.ID, "inference_server_id", b.ID)
-		return attemptSibling, true
-	}
 	p.cfg.Log.Warn("retrying request after retryable upstream response", "request_id", req.pass.Req.ID, "inference_server_id", b.ID,
 		"status", resp.StatusCode, "reason", reason)
 	return attemptOtherCluster, true
+}
+
+// retryMismatch decides the retry of a 429 queue_estimate_mismatch
+// (docs/design/hub-request.md#queue-refusals). The refusal says this hub's
+// view of the cluster was stale (other hubs' requests took the slots it
+// saw free), not that the cluster failed; answered has marked the backend
+// full. Within the retry budget, the deadline and
+// --proxy-max-queue-mismatch-retries the request tries a sibling backend
+// (another engine may have room) and, with none left, passes again with
+// the cluster still a candidate, so a returning session can wait for its
+// cache instead of escaping. Once the routing wait is over a pass cannot
+// wait any more, so the cluster is given up as before. At a bound the
+// pylon's answer is passed through.
+func (p *Proxy) retryMismatch(req *request, st *loop, clusterID string, b state.Backend, resp *http.Response) (attemptResult, bool) {
+	t, reason := req.target, headers.ReasonQueueEstimateMismatch
+	switch {
+	case p.budgetSpent(req) || p.pastDeadline(req):
+		p.cfg.Metrics.exhausted(t, "retry_budget_exhausted")
+		return attemptDone, false
+	case st.mismatchRetries >= p.cfg.MaxQueueMismatchRetries:
+		p.cfg.Metrics.exhausted(t, reason)
+		return attemptDone, false
+	}
+	st.mismatchRetries++
+	p.cfg.Metrics.retry(t, reason)
+	_ = resp.Body.Close()
+	if p.acceptQueue(req, st, clusterID) {
+		p.cfg.Log.Info("returning session queues on its last cluster after a queue mismatch", "request_id", req.pass.Req.ID,
+			"inference_server_id", b.ID, "accepted_queue_ms", st.queueAllowanceMs)
+		return attemptQueue, true
+	}
+	if !p.cfg.Clock.Now().Before(req.pass.WaitUntil) {
+		p.cfg.Log.Warn("retrying request elsewhere after local queue mismatch; no routing wait left", "request_id", req.pass.Req.ID,
+			"inference_server_id", b.ID)
+		return attemptSibling, true
+	}
+	p.cfg.Log.Warn("retrying request after local queue mismatch; the backend counts as full until its next registration",
+		"request_id", req.pass.Req.ID, "inference_server_id", b.ID, "queue_mismatch_retries", st.mismatchRetries)
+	return attemptRefused, true
+}
+
+// acceptQueue decides whether a request refused for a queue mismatch
+// queues on the refusing cluster after all, and if so sets the queue it
+// accepts. It does for a returning session refused by its last cluster
+// when the pylon's queue is no longer than what the algorithm would have
+// held the session for its cluster anyway (the route's affinity wait,
+// less the time the request has already spent): waiting in the engine's
+// queue is then the same wait, and it keeps the session on its KV cache.
+// Several hubs make this common: each counts only its own reservations,
+// so each may see a free slot that another hub's request has just taken
+// (docs/design/hub-request.md#queue-refusals). Once per request: a second
+// refusal means the queue grew, and the request goes the general way.
+func (p *Proxy) acceptQueue(req *request, st *loop, clusterID string) bool {
+	wait := req.pass.Route.AffinityWait
+	if st.queueAllowanceMs > 0 || st.refusedQueueMs == 0 || wait <= 0 || req.sessionState() != routing.SessionReturning ||
+		clusterID != req.pass.Req.LastClusterID {
+		return false
+	}
+	left := wait - p.cfg.Clock.Since(req.start)
+	if time.Duration(st.refusedQueueMs)*time.Millisecond > left {
+		return false
+	}
+	st.queueAllowanceMs = st.refusedQueueMs
+	return true
+}
+
+// maxRefusalBody bounds how much of a refusal's body is read for its
+// actual_queue_ms: the pylon's problem document is a few hundred bytes.
+const maxRefusalBody = 4 << 10
+
+// refusedQueueMs reads actual_queue_ms, the pylon's own queue estimate,
+// from a queue_estimate_mismatch refusal's JSON body; 0 when it is absent
+// or unreadable (the backend is still marked full). The bytes read are put
+// back in front of the body, so a refusal passed through to the client is
+// unchanged.
+func refusedQueueMs(resp *http.Response) uint64 {
+	head, err := io.ReadAll(io.LimitReader(resp.Body, maxRefusalBody))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	if err != nil {
+		return 0
+	}
+	var body struct {
+		ActualQueueMs uint64 `json:"actual_queue_ms"`
+	}
+	if json.Unmarshal(head, &body) != nil {
+		return 0
+	}
+	return body.ActualQueueMs
 }
 
 // writeAnswer copies the upstream answer to the client. The backend's

@@ -26,6 +26,9 @@ const MaxInputTokens = 1<<32 - 1
 // request is one parsed inbound request.
 type request struct {
 	target routing.Target
+	// gen is the load-balancer configuration the request captured when it
+	// arrived; every pass, wait and retry uses it.
+	gen *Generation
 	// pass is the request's routing state across passes: its route, the
 	// request as the load balancer sees it, and its wait deadlines.
 	pass        dispatch.Pass
@@ -48,14 +51,14 @@ type request struct {
 // docs/design/hub-request.md#parse-order; the first failure is a 400 that
 // names the header. Upstream Stargate answers these 400s with an empty
 // body; we keep its status and say why in the OpenAI error shape.
-func (p *Proxy) parse(r *http.Request) (*request, *openai.Error) {
+func (p *Proxy) parse(r *http.Request, gen *Generation) (*request, *openai.Error) {
 	h := r.Header
-	req := &request{start: p.cfg.Clock.Now()}
+	req := &request{start: p.cfg.Clock.Now(), gen: gen}
 	rr := routing.Request{ReceivedAt: req.start}
 	if oerr := parseTarget(h, req, &rr); oerr != nil {
 		return nil, oerr
 	}
-	requested, oerr := p.parseMethod(h, &rr, req.target)
+	requested, oerr := p.parseMethod(gen.Resolver, h, &rr, req.target)
 	if oerr != nil {
 		return nil, oerr
 	}
@@ -64,7 +67,7 @@ func (p *Proxy) parse(r *http.Request) (*request, *openai.Error) {
 		return nil, oerr
 	}
 	rr.AffinityKey, _ = headers.GetText(h, headers.CacheAffinityKey)
-	route, oerr := p.resolve(&rr, req.target, requested)
+	route, oerr := p.resolve(gen.Resolver, &rr, req.target, requested)
 	if oerr != nil {
 		return nil, oerr
 	}
@@ -113,7 +116,7 @@ func parseTarget(h http.Header, req *request, rr *routing.Request) *openai.Error
 // Resolve's answer, later. Only the method is checked: the parameters of a
 // routing expression (method;k=v…) are the resolver's, which reports its
 // own error classes.
-func (p *Proxy) parseMethod(h http.Header, rr *routing.Request, t routing.Target) (string, *openai.Error) {
+func (p *Proxy) parseMethod(resolver lb.Resolver, h http.Header, rr *routing.Request, t routing.Target) (string, *openai.Error) {
 	vs := h.Values(headers.RoutingMethod)
 	if len(vs) == 0 {
 		return "", nil
@@ -123,7 +126,7 @@ func (p *Proxy) parseMethod(h http.Header, rr *routing.Request, t routing.Target
 		return "", openai.BadRequest(headers.RoutingMethod, "invalid_routing_method", "header %s must be visible ASCII and not blank", headers.RoutingMethod)
 	}
 	method, _, _ := strings.Cut(v, ";")
-	if !p.resolver.KnownMethod(method) {
+	if !resolver.KnownMethod(method) {
 		p.cfg.Log.Warn("invalid routing algorithm header", "request_id", rr.ID, "model", t.Model, "rejection_reason", "unknown_method")
 		return "", openai.BadRequest(headers.RoutingMethod, "unknown_method", "unknown routing method %q", v)
 	}
@@ -157,8 +160,8 @@ func parseQoS(h http.Header, rr *routing.Request, maxWait time.Duration) (time.D
 
 // resolve finds the request's route and applies its affinity-key
 // requirement.
-func (p *Proxy) resolve(rr *routing.Request, t routing.Target, requested string) (lb.Route, *openai.Error) {
-	route, rej := p.resolver.Resolve(t, requested)
+func (p *Proxy) resolve(resolver lb.Resolver, rr *routing.Request, t routing.Target, requested string) (lb.Route, *openai.Error) {
+	route, rej := resolver.Resolve(t, requested)
 	if rej != nil {
 		p.cfg.Log.Warn("invalid routing algorithm header", "request_id", rr.ID, "model", t.Model, "rejection_reason", rej.Class)
 		return lb.Route{}, openai.BadRequest(headers.RoutingMethod, rej.Class, "%s", rej.Message)

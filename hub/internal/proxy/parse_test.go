@@ -478,7 +478,7 @@ func checkParsed(t *testing.T, p *Proxy, hdr http.Header) {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader("{}"))
 	r.Header = hdr
-	req, oerr := p.parse(r)
+	req, oerr := p.parse(r, p.gen.Load())
 	if oerr != nil {
 		t.Fatalf("headers %q: parse refused what the oracle accepts: %+v", hdr, oerr)
 	}

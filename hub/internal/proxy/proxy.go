@@ -35,6 +35,9 @@ type Store interface {
 	NextBackend(t routing.Target, clusterID string, skip func(backendID string) bool) (state.Backend, bool)
 	HasBackend(t routing.Target, clusterID string, skip func(backendID string) bool) bool
 	Reserve(t routing.Target, clusterID, backendID string, tokens uint64, prio uint32) state.Reservation
+	// MarkFull records a backend's queue_estimate_mismatch refusal: it
+	// counts as full until its next registration (state.Store.MarkFull).
+	MarkFull(t routing.Target, clusterID, backendID string, queueMs uint64) bool
 }
 
 // Tunnels gives the transport to a connected backend.
@@ -53,6 +56,12 @@ type Config struct {
 	MaxRequestRetries int
 	// MaxConnectRetries is --proxy-max-connect-retries (2).
 	MaxConnectRetries int
+	// MaxQueueMismatchRetries bounds the retries after a pylon's 429
+	// queue_estimate_mismatch in one request, on a sibling backend or
+	// through another routing pass (DefaultMaxQueueMismatchRetries); those
+	// retries do not use MaxRequestRetries
+	// (docs/design/hub-request.md#queue-refusals).
+	MaxQueueMismatchRetries int
 	// RetryableStatusCodes is --proxy-retryable-status-codes (429, 503).
 	RetryableStatusCodes []int
 	// RequirePylonRetrySignal is --proxy-require-pylon-retry-signal (true).
@@ -77,7 +86,8 @@ type Config struct {
 	// routing.
 	AllowAnonymous bool
 	// ConfiguredModel reports whether lb-config names model; such a model
-	// is known even before any pylon registered it. Nil names none.
+	// is known even before any pylon registered it. Nil names none. It is
+	// the first generation's; SetGeneration replaces it.
 	ConfiguredModel func(model string) bool
 	// ModelUnavailableWait bounds how long a request for a known model
 	// with no backend waits for one to register
@@ -120,6 +130,7 @@ func Defaults() Config {
 		RequestTimeout:          30 * time.Second,
 		MaxRequestRetries:       2,
 		MaxConnectRetries:       2,
+		MaxQueueMismatchRetries: DefaultMaxQueueMismatchRetries,
 		RetryableStatusCodes:    []int{http.StatusTooManyRequests, http.StatusServiceUnavailable},
 		RequirePylonRetrySignal: true,
 		RetryBudgetHeader:       headers.StargateMaxWaitMs,
@@ -130,6 +141,17 @@ func Defaults() Config {
 		WaitingRoom:             waitroom.Config{Limit: DefaultMaxWaitingRequests, ReturningFirst: true},
 	}
 }
+
+// DefaultMaxQueueMismatchRetries is generous on purpose: a refusal marks
+// its backend full until the backend's next registration, so a request
+// that passes again waits for that registration (or goes elsewhere), and
+// a second refusal of the same request needs a new race on fresh
+// statistics: about one per registration interval, so 16 refusals span
+// 4 s at a 250 ms interval and 16 s at the default 1 s. The request's
+// routing wait, retry budget and deadline bound it as well; the count
+// stops a pylon that refuses whatever the estimate after 16 round trips
+// of a few milliseconds each.
+const DefaultMaxQueueMismatchRetries = 16
 
 // DefaultMaxWaitingRequests bounds each target's waiting room: at the
 // demo fleet's rate a room this size holds several seconds of arrivals,
@@ -149,13 +171,15 @@ const (
 
 // Proxy serves the inference endpoints. Build it with New.
 type Proxy struct {
-	cfg      Config
-	limits   dispatch.Limits
-	store    Store
-	tunnels  Tunnels
-	resolver lb.Resolver
-	rooms    *waitroom.Rooms
-	rngs     sync.Pool
+	cfg     Config
+	limits  dispatch.Limits
+	store   Store
+	tunnels Tunnels
+	// gen is the load-balancer configuration new requests capture
+	// (SetGeneration).
+	gen   atomic.Pointer[Generation]
+	rooms *waitroom.Rooms
+	rngs  sync.Pool
 
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
@@ -163,8 +187,9 @@ type Proxy struct {
 	started    time.Time // for StartupGrace
 }
 
-// New returns a proxy. A nil Clock is the wall clock and a nil Log
-// discards.
+// New returns a proxy whose first generation is resolver with
+// cfg.ConfiguredModel and no hash. A nil Clock is the wall clock and a nil
+// Log discards.
 func New(cfg Config, store Store, tunnels Tunnels, resolver lb.Resolver) *Proxy {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
@@ -178,9 +203,10 @@ func New(cfg Config, store Store, tunnels Tunnels, resolver lb.Resolver) *Proxy 
 	if cfg.Propagator == nil {
 		cfg.Propagator = otel.GetTextMapPropagator()
 	}
-	p := &Proxy{cfg: cfg, store: store, tunnels: tunnels, resolver: resolver, rooms: waitroom.New(cfg.WaitingRoom),
+	p := &Proxy{cfg: cfg, store: store, tunnels: tunnels, rooms: waitroom.New(cfg.WaitingRoom),
 		limits: dispatch.Limits{MaxRoutingWait: cfg.MaxRoutingWait, MaxWaitPoll: cfg.MaxWaitPoll},
 		tracer: cfg.TracerProvider.Tracer(tracerName), propagator: cfg.Propagator, started: cfg.Clock.Now()}
+	p.SetGeneration(Generation{Resolver: resolver, ConfiguredModel: cfg.ConfiguredModel})
 	seed := cfg.Seed
 	if seed == 0 {
 		seed = rand.Uint64() //nolint:gosec // G404: load balancing needs spread, not secrecy.
@@ -249,7 +275,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	ctx, span := p.startRequestSpan(r)
 	defer span.End()
 	r = r.WithContext(ctx)
-	req, oerr := p.parse(r)
+	// The generation is captured once, before the routing headers are
+	// read: everything after this (the route, waits, retries, the answer's
+	// hash header) belongs to it.
+	gen := p.gen.Load()
+	stampGeneration(w.Header(), gen)
+	req, oerr := p.parse(r, gen)
 	if oerr != nil {
 		if oerr.Code != "" && oerr.Param == headers.RoutingMethod {
 			w.Header().Set(headers.StargateErrorCode, oerr.Code)

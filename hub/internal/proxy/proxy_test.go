@@ -461,14 +461,16 @@ func TestRetrySignal(t *testing.T) {
 	}
 }
 
-// Two mismatches use both retries of --proxy-max-request-retries; the
-// third retryable answer is returned as is and counted as exhausted with
-// the pylon's reason (docs/design/hub-request.md#retries).
+// With --proxy-max-request-retries 1, a2's 503 uses the one retry (a
+// mismatch on a1 before it uses none: it has its own bound); b1's 503 is
+// returned as is and counted as exhausted with the pylon's reason
+// (docs/design/hub-request.md#retries).
 func TestRequestRetriesExhausted(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := newHarness(t, nil, func(c *Config) { c.MaxRequestRetries = 1 })
+	// A fresh store's round robin starts at a1.
 	h.backends["a1"].handle(retryable(http.StatusTooManyRequests, headers.ReasonQueueEstimateMismatch))
-	h.backends["a2"].handle(retryable(http.StatusTooManyRequests, headers.ReasonQueueEstimateMismatch))
+	h.backends["a2"].handle(retryable(http.StatusServiceUnavailable, headers.ReasonUpstreamAdmissionRejected))
 	h.backends["b1"].handle(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-From", "b1")
 		retryable(http.StatusServiceUnavailable, headers.ReasonUpstreamAdmissionRejected)(w, r)
@@ -484,14 +486,14 @@ func TestRequestRetriesExhausted(t *testing.T) {
 	if hits := h.hits(); len(hits) != 3 || hits["a1"] != 1 || hits["a2"] != 1 || hits["b1"] != 1 {
 		t.Errorf("hits %v", hits)
 	}
-	if got := h.pendingOn(); !slices.Equal(got, []string{"b1"}) {
-		t.Errorf("pending reservations on %v, want [b1]", got)
+	if got := h.pendingOn(); !slices.Equal(got, []string{"a2", "b1"}) {
+		t.Errorf("pending reservations on %v, want [a2 b1]", got)
 	}
-	wantSeries(t, "proxy_retries_total", h.m.retries, series{"rk|m|queue_estimate_mismatch": 2})
+	wantSeries(t, "proxy_retries_total", h.m.retries, series{"rk|m|queue_estimate_mismatch": 1, "rk|m|upstream_admission_rejected": 1})
 	wantSeries(t, "proxy_retry_exhausted_total", h.m.exhaustedTotal, series{"rk|m|upstream_admission_rejected": 1})
 	wantSeries(t, "routing_selections_total", h.m.selections, series{"rk|m|power-of-n|primary": 2})
 	wantSeries(t, "proxy_attempts_total", h.m.attempts, series{
-		"rk|m|a1|upstream_429": 1, "rk|m|a2|upstream_429": 1, "rk|m|b1|upstream_503": 1,
+		"rk|m|a1|upstream_429": 1, "rk|m|a2|upstream_503": 1, "rk|m|b1|upstream_503": 1,
 	})
 	wantSeries(t, "requests_total", h.m.requests, series{"rk|m|b1|503": 1})
 }
@@ -649,10 +651,9 @@ func TestNoRoutingWaitOnceEveryClusterFailed(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
 	h := newHarness(t, nil, withClock(clk), func(c *Config) { c.MaxRequestRetries = 10 })
-	for _, id := range []string{"a1", "a2"} {
-		h.backends[id].handle(retryable(http.StatusTooManyRequests, headers.ReasonQueueEstimateMismatch))
+	for _, id := range []string{"a1", "a2", "b1"} {
+		h.backends[id].handle(retryable(http.StatusServiceUnavailable, headers.ReasonUpstreamAdmissionRejected))
 	}
-	h.backends["b1"].handle(retryable(http.StatusServiceUnavailable, headers.ReasonUpstreamAdmissionRejected))
 	hdr := validHeaders()
 	hdr.Set(headers.MaxWaitMs, "60000")
 	res := wait(t, h.sendAsync(context.Background(), hdr), "the response")
@@ -660,7 +661,7 @@ func TestNoRoutingWaitOnceEveryClusterFailed(t *testing.T) {
 		t.Fatalf("response %+v, want the hub's own 503", res)
 	}
 	h.inflight.Wait()
-	wantSeries(t, "proxy_retries_total", h.m.retries, series{"rk|m|queue_estimate_mismatch": 2, "rk|m|upstream_admission_rejected": 1})
+	wantSeries(t, "proxy_retries_total", h.m.retries, series{"rk|m|upstream_admission_rejected": 2})
 	wantSeries(t, "proxy_retry_exhausted_total", h.m.exhaustedTotal, series{"rk|m|no_eligible_backend": 1})
 	wantSeries(t, "requests_total", h.m.requests, series{"rk|m||503": 1})
 }
@@ -805,14 +806,14 @@ func TestInvalidBackendIdentityIs500(t *testing.T) {
 func TestZeroDependencies(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
-	p := New(Defaults(), h.store, h.tun, fixedResolver{lb.Route{Algorithm: "power-of-n", Picker: h.p.resolver.(PowerOfNResolver).Picker}})
+	p := New(Defaults(), h.store, h.tun, fixedResolver{lb.Route{Algorithm: "power-of-n", Picker: h.p.gen.Load().Resolver.(PowerOfNResolver).Picker}})
 	w := serveLocal(p, "POST", validHeaders(), chatBody)
 	if w.Code != http.StatusOK || w.Body.String() != sseChunk1+sseDone {
 		t.Fatalf("status %d body %q", w.Code, w.Body)
 	}
 	hdr := validHeaders()
 	hdr.Set(headers.RoutingMethod, "bogus") // logs a warning
-	if w := serveLocal(New(Defaults(), h.store, h.tun, h.p.resolver), "POST", hdr, chatBody); w.Code != http.StatusBadRequest {
+	if w := serveLocal(New(Defaults(), h.store, h.tun, h.p.gen.Load().Resolver), "POST", hdr, chatBody); w.Code != http.StatusBadRequest {
 		t.Fatalf("status %d", w.Code)
 	}
 }

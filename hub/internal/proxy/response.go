@@ -28,11 +28,11 @@ var notForwarded = headers.NewSet(append([]string{"Host", headers.RoutingMethod,
 
 // notRelayed is the set of upstream response headers copyResponse leaves
 // out: the pylon's retry signals and error code are for the hub only, and
-// the session state is the hub's to say, so an upstream copy never passes
-// for it.
+// the session state and the lb-config hash are the hub's to say, so an
+// upstream copy never passes for them.
 var notRelayed = headers.NewSet(append([]string{"Content-Length", headers.StargateRetryable, headers.StargateRetryReason,
-	headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode, headers.StargateSessionState},
-	headers.HopByHop...)...)
+	headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode, headers.StargateSessionState,
+	headers.StargateLBConfigHash}, headers.HopByHop...)...)
 
 // sessionStateValues are the x-stargate-session-state values by class, nil
 // for an unclassified request. Every answer shares these slices instead of

@@ -20,14 +20,25 @@ import (
 // (docs/design/hub-request.md#retries): what failed, and the counters the
 // retry budgets and the trace read.
 type loop struct {
-	failedBackends  map[string]bool
-	failedClusters  []string
-	connectRetries  int
-	requestRetries  int
-	attempts        int
-	waits           int
-	waitLogged      bool
-	routingRecorded bool
+	failedBackends map[string]bool
+	failedClusters []string
+	connectRetries int
+	requestRetries int
+	// mismatchRetries counts the retries after queue_estimate_mismatch
+	// refusals (MaxQueueMismatchRetries); refusedBackends are the backends
+	// that refused in the current pass, skipped only until it ends.
+	mismatchRetries int
+	refusedBackends map[string]bool
+	// refusedQueueMs is the actual_queue_ms of the latest
+	// queue_estimate_mismatch refusal; queueAllowanceMs, once set, is the
+	// queue a returning session accepts on its last cluster
+	// (acceptQueue), sent as x-stargate-expected-queue-ms.
+	refusedQueueMs   uint64
+	queueAllowanceMs uint64
+	attempts         int
+	waits            int
+	waitLogged       bool
+	routingRecorded  bool
 	// retryAfter is the longest x-stargate-retry-after-ms a pylon sent
 	// with a retryable refusal in this request: the hub's own 503 passes
 	// it on as Retry-After when every cluster has refused.
@@ -56,10 +67,20 @@ func (st *loop) failBackend(id string) {
 	st.failedBackends[id] = true
 }
 
+// refuseBackend skips a backend that refused with a queue mismatch for the
+// rest of the current pass (tryCluster clears the set at the next).
+func (st *loop) refuseBackend(id string) {
+	if st.refusedBackends == nil {
+		st.refusedBackends = map[string]bool{}
+	}
+	st.refusedBackends[id] = true
+}
+
 // route runs the request's routing loop: a routing pass on a fresh
 // snapshot (hub/internal/dispatch decides), then the action the outcome
 // calls for, until an answer is written. A cluster given up by tryCluster
-// is excluded and the loop passes again.
+// is excluded and the loop passes again; one whose backends only refused
+// with a queue mismatch stays a candidate.
 func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng *rand.Rand) {
 	st := &loop{}
 	defer traceCounters(req.span, st, len(req.body))
@@ -91,10 +112,13 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng 
 				continue
 			}
 			p.recordSelection(req, snap, &out, st, loopStart)
-			if p.tryCluster(w, r, req, st, &out.Decision) == nextDone {
+			switch p.tryCluster(w, r, req, st, &out.Decision) {
+			case nextDone:
 				return
+			case nextCluster:
+				st.failedClusters = append(st.failedClusters, out.Decision.ClusterID)
+			case nextPass:
 			}
-			st.failedClusters = append(st.failedClusters, out.Decision.ClusterID)
 		case dispatch.Rejected:
 			p.rejectAdmission(w, req, out.Reason)
 			return
@@ -166,7 +190,7 @@ var backendWaitOutcomes = [...]string{backendAppeared: "appeared", backendTimedO
 func (p *Proxy) awaitBackend(r *http.Request, req *request, st *loop) backendWait {
 	t := req.target
 	failed := len(st.failedBackends) > 0 || len(st.failedClusters) > 0
-	if !failed && !p.known(t) {
+	if !failed && !p.known(req) {
 		return backendUnknown
 	}
 	st.waits++
@@ -213,11 +237,13 @@ func (p *Proxy) sleepUntilBackend(ctx context.Context, t routing.Target, deadlin
 	}
 }
 
-// known reports whether t names a model the hub knows: one lb-config
-// names, one a registration listed since the hub started, or any model
-// during the startup grace, while the pylons are still reconnecting.
-func (p *Proxy) known(t routing.Target) bool {
-	if p.store.Known(t) || (p.cfg.ConfiguredModel != nil && p.cfg.ConfiguredModel(t.Model)) {
+// known reports whether the request's target names a model the hub knows:
+// one the request's lb-config generation names, one a registration listed
+// since the hub started, or any model during the startup grace, while the
+// pylons are still reconnecting.
+func (p *Proxy) known(req *request) bool {
+	t, configured := req.target, req.gen.ConfiguredModel
+	if p.store.Known(t) || (configured != nil && configured(t.Model)) {
 		return true
 	}
 	return p.cfg.StartupGrace > 0 && p.cfg.Clock.Since(p.started) < p.cfg.StartupGrace

@@ -157,6 +157,7 @@ func traceCounters(span trace.Span, st *loop, replayBytes int) {
 		attribute.Int("proxy.attempt", st.attempts),
 		attribute.Int("proxy.connect_attempts", st.connectRetries),
 		attribute.Int("proxy.request_retries", st.requestRetries),
+		attribute.Int("proxy.queue_mismatch_retries", st.mismatchRetries),
 		attribute.Int("proxy.failed_backends", len(st.failedBackends)),
 		attribute.Int("proxy.replay_body_bytes", replayBytes),
 		attribute.Int("routing.retry_attempts", st.waits),

@@ -9,13 +9,15 @@ import (
 type collector struct {
 	s                           *Store
 	rtt, reservations, reserved *prometheus.Desc
+	refused                     *prometheus.Desc
 }
 
 // Collector returns the store's scrape-time series under prefix
 // (stargate_ by default): per routing target and cluster, the mean tunnel
 // RTT the load balancers see, and the hub's pending reservations (requests
 // sent that the backends' statistics do not show yet) with their input
-// tokens. Clusters that leave a target leave the output with it.
+// tokens, and the backends marked full by a queue refusal until their next
+// registration. Clusters that leave a target leave the output with it.
 func (s *Store) Collector(prefix string) prometheus.Collector {
 	labels := []string{"routing_key", "model", "cluster_id"}
 	return &collector{
@@ -26,6 +28,8 @@ func (s *Store) Collector(prefix string) prometheus.Collector {
 			"Requests sent to a cluster that its backends' statistics do not show yet.", labels, nil),
 		reserved: prometheus.NewDesc(prefix+"cluster_reserved_input_tokens",
 			"Input tokens of the cluster's pending reservations, added to its queued input for routing.", labels, nil),
+		refused: prometheus.NewDesc(prefix+"cluster_refused_backends",
+			"Backends of a cluster marked full by a queue_estimate_mismatch refusal until their next registration.", labels, nil),
 	}
 }
 
@@ -33,6 +37,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.rtt
 	ch <- c.reservations
 	ch <- c.reserved
+	ch <- c.refused
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -45,5 +50,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.rtt, prometheus.GaugeValue, g.RTT.Seconds(), lv...)
 		ch <- prometheus.MustNewConstMetric(c.reservations, prometheus.GaugeValue, float64(g.Reservations), lv...)
 		ch <- prometheus.MustNewConstMetric(c.reserved, prometheus.GaugeValue, float64(g.ReservedTokens), lv...)
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.GaugeValue, float64(g.RefusedBackends), lv...)
 	}
 }

@@ -47,8 +47,12 @@ type DebugCluster struct {
 	Stats          protocol.ModelStats `json:"stats"`
 	BaseStats      protocol.ModelStats `json:"stats_without_reservations"`
 	RoundRobin     uint64              `json:"round_robin_counter"`
-	Backends       []DebugMember       `json:"backends"`
-	Reservations   []DebugReservation  `json:"reservations"`
+	// FullByRefusal reports that every backend of the cluster is marked
+	// full by a queue refusal, so Stats shows it full
+	// (docs/design/routing-state.md#queue-refusals).
+	FullByRefusal bool               `json:"full_by_refusal"`
+	Backends      []DebugMember      `json:"backends"`
+	Reservations  []DebugReservation `json:"reservations"`
 }
 
 // DebugMember is one active backend inside a cluster of a target.
@@ -58,6 +62,16 @@ type DebugMember struct {
 	RTTNanos   int64               `json:"rtt_ns"`
 	ReceivedAt time.Time           `json:"received_at"`
 	Stats      protocol.ModelStats `json:"stats"`
+	// QueueRefusal is the backend's mark after a queue_estimate_mismatch
+	// refusal, until its next registration; nil when it has none.
+	QueueRefusal *DebugQueueRefusal `json:"queue_refusal,omitempty"`
+}
+
+// DebugQueueRefusal is a backend's mark after a refusal (Store.MarkFull).
+type DebugQueueRefusal struct {
+	// ActualQueueMs is the queue the backend reported with its refusal.
+	ActualQueueMs uint64    `json:"actual_queue_ms"`
+	At            time.Time `json:"at"`
 }
 
 // DebugReservation is one pending reservation.
@@ -100,9 +114,14 @@ func (s *Store) Debug() any {
 				StatsSource: cl.source, Stats: cloneStats(&cl.view.Stats), BaseStats: cloneStats(&cl.base.Stats),
 				RoundRobin: cl.rr.Load(), Backends: []DebugMember{}, Reservations: []DebugReservation{},
 			}
+			_, dc.FullByRefusal = cl.fullFloor()
 			for _, m := range cl.backends {
-				dc.Backends = append(dc.Backends, DebugMember{ID: m.backend.ID, URL: m.backend.URL,
-					RTTNanos: int64(m.rtt), ReceivedAt: m.receivedAt, Stats: cloneStats(&m.stats)})
+				dm := DebugMember{ID: m.backend.ID, URL: m.backend.URL,
+					RTTNanos: int64(m.rtt), ReceivedAt: m.receivedAt, Stats: cloneStats(&m.stats)}
+				if m.refused {
+					dm.QueueRefusal = &DebugQueueRefusal{ActualQueueMs: m.refusedQueueMs, At: m.refusedAt}
+				}
+				dc.Backends = append(dc.Backends, dm)
 			}
 			for _, r := range cl.reservations {
 				dc.Reservations = append(dc.Reservations, DebugReservation{ID: r.id, BackendID: r.backendID,
@@ -147,6 +166,9 @@ type ClusterGauge struct {
 	// to the cluster that its backends' statistics do not show yet.
 	Reservations   int
 	ReservedTokens uint64
+	// RefusedBackends counts the cluster's backends marked full by a
+	// queue refusal since their last registration (Store.MarkFull).
+	RefusedBackends int
 }
 
 // ClusterGauges calls fn once per cluster of every target. It takes the
@@ -157,7 +179,8 @@ func (s *Store) ClusterGauges(fn func(ClusterGauge)) {
 	defer s.mu.Unlock()
 	for _, t := range s.targets {
 		for _, cl := range t.clusters {
-			g := ClusterGauge{Target: t.key, ClusterID: cl.id, RTT: cl.view.RTT, Reservations: len(cl.reservations)}
+			g := ClusterGauge{Target: t.key, ClusterID: cl.id, RTT: cl.view.RTT, Reservations: len(cl.reservations),
+				RefusedBackends: cl.refused}
 			for _, r := range cl.reservations {
 				g.ReservedTokens = satAdd(g.ReservedTokens, r.tokens)
 			}

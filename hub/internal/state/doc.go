@@ -1,7 +1,8 @@
 // Package state is the single owner of the hub's routing state: which
 // backends (pylon registrations) serve which routing targets, their latest
-// statistics and RTT, the per-cluster aggregates and the pending
-// reservations. docs/design/routing-state.md is the contract it implements.
+// statistics and RTT, the per-cluster aggregates, the pending reservations
+// and the marks of backends that refused a request for its queue
+// estimate (MarkFull). docs/design/routing-state.md is the contract it implements.
 //
 // Statistics are brought within MaxStatCount and MaxStatRate before they
 // are stored, so no value a pylon sends can make an estimate or a sum

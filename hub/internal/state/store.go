@@ -114,6 +114,9 @@ type cluster struct {
 	source       string    // id of the backend whose latest-wins fields are used
 	reservations []*reservation
 	rr           atomic.Uint64
+	// refused counts the backends marked full by a queue refusal
+	// (MarkFull); while it is 0, publishing a view costs nothing more.
+	refused int
 
 	base      routing.ClusterView // aggregate of the backends, no reservations
 	view      routing.ClusterView // base with reservations applied: what is published
@@ -129,6 +132,14 @@ type member struct {
 	rtt        time.Duration
 	receivedAt time.Time
 	seq        uint64
+
+	// refused marks the backend full after it refused a request with
+	// queue_estimate_mismatch (MarkFull), reporting refusedQueueMs at
+	// refusedAt. The member's next registration replaces the member, and
+	// with it the mark.
+	refused        bool
+	refusedQueueMs uint64
+	refusedAt      time.Time
 }
 
 // backendState is the store's record of one live registration.
@@ -427,6 +438,9 @@ func (s *Store) upsertMember(c *change, t *target, m *member) {
 	cl := t.clusters[i]
 	j, ok := cl.findMember(m.backend.ID)
 	if ok {
+		if cl.backends[j].refused {
+			cl.refused-- // the registration carries the truth the mark stood in for
+		}
 		cl.backends[j] = m
 	} else {
 		cl.backends = slices.Insert(cl.backends, j, m)
@@ -450,6 +464,9 @@ func (s *Store) removeMember(c *change, t *target, bs *backendState) {
 	j, ok := cl.findMember(bs.b.ID)
 	if !ok {
 		return
+	}
+	if cl.backends[j].refused {
+		cl.refused--
 	}
 	cl.backends = slices.Delete(cl.backends, j, j+1)
 	cl.members = nil
@@ -607,6 +624,9 @@ func (cl *cluster) refresh() {
 	}
 	if cl.viewDirty {
 		cl.view = cl.base
+		if floor, full := cl.fullFloor(); full {
+			applyFull(&cl.view.Stats, floor)
+		}
 		applyReservations(&cl.view.Stats, cl.reservations)
 		cl.view.Priorities = routing.SortPriorities(cl.view.Stats.QueueTimeEstimateMsByPriority)
 		cl.viewDirty = false

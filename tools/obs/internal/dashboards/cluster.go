@@ -84,6 +84,9 @@ func ClusterBalance() Dashboard {
 						q(`sum by (cluster_id) (stargate_cluster_pending_reservations{model=~"$model", cluster_id=~"$cluster"})`, "{{cluster_id}} requests"),
 						q(`sum by (cluster_id) (stargate_cluster_reserved_input_tokens{model=~"$model", cluster_id=~"$cluster"})`, "{{cluster_id}} input tokens"),
 					}},
+				{Title: "Backends marked full by a queue refusal", Unit: "short",
+					Description: "Backends a hub counts as full because their pylon refused one of its requests as queue_estimate_mismatch (the hub thought a slot was free), until the backend's next registration; per hub replica. With several hubs, each counting only its own reservations, short blips under load are expected; a cluster marked on every hub most of the time is short of slots, or its heartbeats are slow.",
+					Queries:     []Query{q(`sum by (cluster_id, instance) (stargate_cluster_refused_backends{model=~"$model", cluster_id=~"$cluster"})`, "{{cluster_id}} via {{instance}}")}},
 			}},
 		},
 	}

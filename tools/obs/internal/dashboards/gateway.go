@@ -57,6 +57,12 @@ func Gateway() Dashboard {
 				{Title: "Hub answers by status", Unit: "reqps", Stacked: true,
 					Description: "Requests sent to the hub per second by the hub's status (error = transport failure, no status).",
 					Queries:     []Query{q(`sum by (status) (rate(llm_api_gateway_upstream_requests_total{`+gw+`}[$__rate_interval]))`, "{{status}}")}},
+				{Title: "Hubs seen up and retries on another hub", Unit: "short",
+					Description: "Per gateway replica, how many hub replicas are up by passive health (an exchange that failed before its response head marks a hub down for 1 s, doubling to 10 s), and per second the requests sent again to another hub by reason: connect (no connection) or exchange (the connection broke before the head). Retries in bursts follow a hub restart; a hub down on every gateway for long is lost or unreachable.",
+					Queries: []Query{
+						q(`sum by (instance) (llm_api_gateway_hub_up{`+gwi+`})`, "{{instance}} hubs up"),
+						q(`sum by (reason) (rate(llm_api_gateway_hub_retries_total{`+gwi+`}[$__rate_interval]))`, "retries {{reason}} /s"),
+					}},
 				{Title: "Streams by how they ended", Unit: "reqps", Stacked: true,
 					Description: "Relayed streams per second: completed, canceled (the client left) or error (the stream broke after its head).",
 					Queries:     []Query{q(`sum by (status) (rate(llm_api_gateway_stream_duration_seconds_count{`+gw+`}[$__rate_interval]))`, "{{status}}")}},

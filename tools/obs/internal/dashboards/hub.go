@@ -87,6 +87,17 @@ func HubRouting() Dashboard {
 						q(`sum (rate(stargate_routing_returning_priority_yields_total{`+hb+`}[$__rate_interval]))`, "yields /s"),
 					}},
 			}},
+			{Title: "Routing configuration", Panels: []Panel{
+				{Title: "Active lb-config per replica", Unit: "short",
+					Description: "The lb-config each hub replica routes with, by the first 12 hex digits of its file's SHA-256 (1 per replica and hash). Two hashes at once: the replicas disagree, as they do for up to a minute while a ConfigMap update reaches each pod; longer means a replica rejected the file or does not watch it.",
+					Queries:     []Query{q(`max by (instance, hash) (stargate_lb_config_info{model=""})`, "{{instance}} {{hash}}")}},
+				{Title: "lb-config reloads", Unit: "short",
+					Description: "Reloads of lb-config (SIGHUP or a change of the watched file) by result: applied (a new config serves new requests), unchanged (same bytes), rejected (invalid: the old config keeps serving; the hub's log names the field). A replica whose last reload was rejected shows below as 0.",
+					Queries: []Query{
+						q(`sum by (result) (increase(stargate_lb_config_reloads_total[$__rate_interval]))`, "{{result}}"),
+						q(`min by (instance) (stargate_lb_config_last_reload_successful)`, "{{instance}} last reload ok"),
+					}},
+			}},
 			{Title: "Faults and trust", Panels: []Panel{
 				{Title: "Backend error breakers", Unit: "short",
 					Description: "Backends whose error breaker is not closed, per hub replica: half-open (one probe allowed) and open (no requests). A backend whose answers keep failing (5xx, broken streams, tunnel errors) is taken out of routing until a probe succeeds; the hub routes to it anyway when every backend's breaker is open.",

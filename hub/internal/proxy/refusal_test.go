@@ -1,0 +1,421 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stargate-router/stargate/hub/internal/lb"
+	"github.com/stargate-router/stargate/hub/internal/lb/pwnw"
+	"github.com/stargate-router/stargate/hub/internal/routing"
+	"github.com/stargate-router/stargate/hub/internal/state"
+	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/protocol"
+)
+
+// The refusal tests add model w on two clusters of one backend each, cw1
+// (w1) and cw2 (w2), both with free engine slots: the shape of the
+// scale-out fleet, where a refused cluster has no sibling backend.
+const refusalModel = "w"
+
+// freeStats is what w1 and w2 register: 1 of 4 engine slots busy, so the
+// free-slot rule makes the hub's queue estimate 0.
+func freeStats() protocol.ModelStats {
+	return protocol.ModelStats{LastMeanInputTPS: 1000, MaxInputTPS: 1000, MaxEngineConcurrency: 4, NumRunningQueries: 1}
+}
+
+func refusalRegistration(id string) *protocol.Registration {
+	s := freeStats()
+	return &protocol.Registration{V: protocol.Version, InferenceServerID: id, ClusterID: "c" + id,
+		Models: map[string]protocol.ModelEntry{refusalModel: {Status: protocol.StatusActive, Stats: &s}}}
+}
+
+// registerW registers (again) backend id of model w: its next registration
+// snapshot, as the pylon sends it every update interval.
+func (h *harness) registerW(id string) {
+	h.store.Apply(state.Backend{ID: id, ClusterID: "c" + id, URL: "http://" + id + ".pylon:8000", RoutingKey: rk},
+		refusalRegistration(id), time.Millisecond, true)
+}
+
+// addW adds w1 and w2 to h.
+func (h *harness) addW() {
+	for _, id := range []string{"w1", "w2"} {
+		h.addBackend(state.Backend{ID: id, ClusterID: "c" + id, URL: "http://" + id + ".pylon:8000", RoutingKey: rk},
+			refusalRegistration(id))
+	}
+}
+
+// mismatch is the pylon's refusal, body and headers as
+// pylon/internal/engineproxy writes them.
+func mismatch(actualMs string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set(headers.StargateRetryable, "true")
+		w.Header().Set(headers.StargateRetryReason, headers.ReasonQueueEstimateMismatch)
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, `{"type":"about:blank","title":"Too Many Requests","status":429,`+
+			`"detail":"local queue estimate exceeded Stargate routing estimate","reason":"queue_estimate_mismatch",`+
+			`"expected_queue_ms":0,"actual_queue_ms":`+actualMs+`,"threshold_ms":25}`)
+	}
+}
+
+// recordingPicker passes every pick to inner and reports the request id
+// of each one.
+type recordingPicker struct {
+	inner lb.Picker
+	calls chan string
+}
+
+func (p *recordingPicker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Time, rng *rand.Rand) (routing.Decision, bool) {
+	p.calls <- req.ID
+	return p.inner.Pick(req, snap, now, rng)
+}
+
+// refusalHarness is a harness on a fake clock with w1 and w2 and the
+// scale-out test's algorithm: pulsar-wait-and-widen with
+// last_cluster_affinity and a 2 s affinity wait.
+func refusalHarness(t *testing.T) (*harness, *clock.Fake, *recordingPicker) {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	cfg := pwnw.DefaultConfig()
+	cfg.LastClusterAffinity = true
+	cfg.AffinityWait = 2 * time.Second
+	inner, err := pwnw.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &recordingPicker{inner: inner, calls: make(chan string, 1000)}
+	h := newHarness(t, fixedResolver{lb.Route{Algorithm: pwnw.Name, Picker: rp, LastClusterAffinity: true}}, withClock(clk))
+	h.addW()
+	return h, clk, rp
+}
+
+// sessionHeaders is a returning session of model w whose last turn ran on
+// cw1.
+func sessionHeaders(id string) http.Header {
+	hdr := validHeaders()
+	hdr.Set(headers.RequestID, id)
+	hdr.Set(headers.Model, refusalModel)
+	hdr.Set(headers.CacheAffinityKey, "key-"+id)
+	hdr.Set(headers.StargateLastClusterID, "cw1")
+	hdr.Set(headers.MaxWaitMs, "10000")
+	return hdr
+}
+
+// markOf returns w1's refusal mark in the state's debug view, nil when it
+// has none, and whether the view counts cw1 full.
+func markOf(t *testing.T, s *state.Store) (*state.DebugQueueRefusal, bool) {
+	t.Helper()
+	for _, tg := range s.Debug().(state.DebugState).Targets {
+		for _, c := range tg.Clusters {
+			if tg.Model == refusalModel && c.ClusterID == "cw1" {
+				return c.Backends[0].QueueRefusal, c.FullByRefusal
+			}
+		}
+	}
+	t.Fatal("no cluster cw1 in the state")
+	return nil, false
+}
+
+// A returning session whose cluster refuses it once with
+// queue_estimate_mismatch (another hub took the free slot this hub saw) is
+// not answered 429 and does not escape to another cluster: the refusal
+// marks w1 full, so the request, and a second one arriving meanwhile, wait
+// for their cluster within the affinity wait; w1's next registration
+// clears the mark and both are served on cw1
+// (docs/design/hub-request.md#queue-refusals).
+func TestQueueRefusalWaitsForRegistration(t *testing.T) {
+	t.Parallel()
+	h, clk, rp := refusalHarness(t)
+	var refusals atomic.Int32
+	h.backends["w1"].handle(func(w http.ResponseWriter, r *http.Request) {
+		if refusals.Add(1) == 1 {
+			mismatch("184")(w, r)
+			return
+		}
+		ok(w, r)
+	})
+
+	// Cleanups run last-registered first: a failing test cancels its
+	// requests before the harness's servers wait for them.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	first := h.sendAsync(ctx, sessionHeaders("r1"))
+	pickOf(t, rp.calls, "r1") // chosen: cw1, estimate 0, refused
+	pickOf(t, rp.calls, "r1") // the next pass sees cw1 full: it waits
+	waitTimers(t, clk, 1)
+	if got := h.hits(); got["w1"] != 1 || got["w2"] != 0 {
+		t.Fatalf("hits %v, want the one refused attempt on w1", got)
+	}
+	mark, full := markOf(t, h.store)
+	if mark == nil || mark.ActualQueueMs != 184 || !mark.At.Equal(t0) || !full {
+		t.Fatalf("w1's mark %+v (cluster full %v), want actual_queue_ms 184 at t0", mark, full)
+	}
+	if h.pending() != 0 {
+		t.Fatalf("%d pending reservations, want the refused one released", h.pending())
+	}
+
+	// A second returning session arrives while cw1 is marked: it is not
+	// sent there to be refused, and does not escape either.
+	second := h.sendAsync(ctx, sessionHeaders("r2"))
+	pickOf(t, rp.calls, "r2")
+	for range 4 { // 100 ms of passes, well inside the 2 s affinity wait
+		waitTimers(t, clk, 2)
+		clk.Advance(25 * time.Millisecond)
+		got := []string{wait(t, rp.calls, "a pick"), wait(t, rp.calls, "a pick")}
+		if slices.Sort(got); !slices.Equal(got, []string{"r1", "r2"}) {
+			t.Fatalf("picks %v, want one pass of each request", got)
+		}
+	}
+	waitTimers(t, clk, 2)
+	if got := h.hits(); got["w1"] != 1 || got["w2"] != 0 {
+		t.Fatalf("hits %v while cw1 is marked, want none beyond the refused attempt", got)
+	}
+
+	// w1's next registration carries the truth (a free slot) and ends the
+	// mark; at their next pass both requests go to cw1.
+	h.registerW("w1")
+	if mark, full := markOf(t, h.store); mark != nil || full {
+		t.Fatalf("the registration left the mark %+v (full %v)", mark, full)
+	}
+	clk.Advance(25 * time.Millisecond)
+	for _, done := range []<-chan respond{first, second} {
+		res := wait(t, done, "a response")
+		if res.err != nil || res.status != http.StatusOK || res.body != sseChunk1+sseDone ||
+			res.header.Get(headers.StargateClusterID) != "cw1" || res.header.Get(headers.InferenceServerID) != "w1" {
+			t.Fatalf("response %+v, want w1's 200 on cw1", res)
+		}
+	}
+	h.inflight.Wait()
+	reqs := h.backends["w1"].requests()
+	if len(reqs) != 3 || h.hits()["w2"] != 0 {
+		t.Fatalf("w1 got %d requests, w2 %d; want 3 and 0", len(reqs), h.hits()["w2"])
+	}
+	for i, r := range reqs {
+		if q := r.Header.Get(headers.StargateExpectedQueueMs); q != "0" {
+			t.Errorf("request %d to w1 carried x-stargate-expected-queue-ms %q, want 0 (a free slot)", i, q)
+		}
+	}
+	wantSeries(t, "proxy_retries_total", h.m.retries, series{"rk|w|queue_estimate_mismatch": 1})
+	wantSeries(t, "proxy_retry_exhausted_total", h.m.exhaustedTotal, series{})
+	wantSeries(t, "requests_total", h.m.requests, series{"rk|w|w1|200": 2})
+	wantSeries(t, "proxy_attempts_total", h.m.attempts, series{"rk|w|w1|upstream_429": 1, "rk|w|w1|upstream_200": 2})
+}
+
+// A pylon that refuses every request cannot make a request spin: after
+// --proxy-max-queue-mismatch-retries retries (a sibling or another pass)
+// its 429 is passed through, unchanged, and counted as exhausted. The
+// cluster is never given up for another (power-of-n keeps choosing ca,
+// whose queue estimate now carries the refusals), so b1 is never tried.
+func TestQueueRefusalBounded(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		retries int
+	}{
+		{"default bound", DefaultMaxQueueMismatchRetries},
+		{"configured bound", 3},
+		{"no retries", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil, func(c *Config) { c.MaxQueueMismatchRetries = tc.retries })
+			h.backends["a1"].handle(mismatch("500"))
+			h.backends["a2"].handle(mismatch("500"))
+			resp, body := h.do(validHeaders(), chatBody)
+			if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, `"actual_queue_ms":500,"threshold_ms":25}`) ||
+				resp.Header.Get(headers.StargateClusterID) != "ca" {
+				t.Fatalf("status %d body %q, want the pylon's 429 as sent", resp.StatusCode, body)
+			}
+			hits := h.hits()
+			if hits["a1"]+hits["a2"] != tc.retries+1 || hits["b1"] != 0 {
+				t.Fatalf("hits %v, want %d on ca and none on cb", hits, tc.retries+1)
+			}
+			if h.pending() != 0 {
+				t.Errorf("%d pending reservations, want every refused one released", h.pending())
+			}
+			want := series{}
+			if tc.retries > 0 {
+				want["rk|m|queue_estimate_mismatch"] = float64(tc.retries)
+			}
+			wantSeries(t, "proxy_retries_total", h.m.retries, want)
+			wantSeries(t, "proxy_retry_exhausted_total", h.m.exhaustedTotal, series{"rk|m|queue_estimate_mismatch": 1})
+			wantSeries(t, "requests_total", h.m.requests, series{"rk|m|" + resp.Header.Get(headers.InferenceServerID) + "|429": 1})
+		})
+	}
+}
+
+// Refusals use their own bound, not --proxy-max-request-retries: with no
+// request retry at all, a refusal still moves to the sibling.
+func TestQueueRefusalKeepsRequestRetries(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, func(c *Config) { c.MaxRequestRetries = 0 })
+	h.backends["a1"].handle(mismatch("90"))
+	resp, _ := h.do(validHeaders(), chatBody)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(headers.InferenceServerID) != "a2" {
+		t.Fatalf("status %d from %q, want a2's 200", resp.StatusCode, resp.Header.Get(headers.InferenceServerID))
+	}
+	wantSeries(t, "proxy_retries_total", h.m.retries, series{"rk|m|queue_estimate_mismatch": 1})
+}
+
+// With no routing wait left (x-max-wait-ms: 0) a pass could not wait for
+// the refused cluster, so it is given up as before and the request goes
+// to another cluster.
+func TestQueueRefusalWithoutRoutingWait(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.backends["a1"].handle(mismatch("90"))
+	h.backends["a2"].handle(mismatch("90"))
+	hdr := validHeaders()
+	hdr.Set(headers.MaxWaitMs, "0")
+	resp, _ := h.do(hdr, chatBody)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(headers.StargateClusterID) != "cb" {
+		t.Fatalf("status %d on %q, want cb's 200", resp.StatusCode, resp.Header.Get(headers.StargateClusterID))
+	}
+	if hits := h.hits(); hits["a1"] != 1 || hits["a2"] != 1 || hits["b1"] != 1 {
+		t.Fatalf("hits %v", hits)
+	}
+	wantSeries(t, "proxy_retries_total", h.m.retries, series{"rk|m|queue_estimate_mismatch": 2})
+}
+
+// The retry budget (x-stargate-max-wait-ms) ends refusal retries like any
+// other: the 429 is passed through as retry_budget_exhausted, and the
+// backend is still marked.
+func TestQueueRefusalBudgetSpent(t *testing.T) {
+	t.Parallel()
+	h, _, _ := refusalHarness(t)
+	h.backends["w1"].handle(mismatch("75"))
+	hdr := sessionHeaders("r1")
+	hdr.Set(headers.StargateMaxWaitMs, "0")
+	resp, body := h.do(hdr, chatBody)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, `"actual_queue_ms":75`) {
+		t.Fatalf("status %d body %q", resp.StatusCode, body)
+	}
+	if mark, full := markOf(t, h.store); mark == nil || mark.ActualQueueMs != 75 || !full {
+		t.Fatalf("mark %+v full %v", mark, full)
+	}
+	wantSeries(t, "proxy_retry_exhausted_total", h.m.exhaustedTotal, series{"rk|w|retry_budget_exhausted": 1})
+	wantSeries(t, "proxy_retries_total", h.m.retries, series{})
+}
+
+func TestRefusedQueueMs(t *testing.T) {
+	t.Parallel()
+	long := `{"actual_queue_ms":7,"pad":"` + strings.Repeat("x", maxRefusalBody) + `"}`
+	for _, tc := range []struct {
+		body string
+		want uint64
+	}{
+		{`{"reason":"queue_estimate_mismatch","expected_queue_ms":0,"actual_queue_ms":184,"threshold_ms":25}`, 184},
+		{`{"reason":"queue_estimate_mismatch"}`, 0},
+		{`{"actual_queue_ms":-1}`, 0},
+		{`{"actual_queue_ms":"184"}`, 0},
+		{`not json`, 0},
+		{``, 0},
+		{long, 0}, // past the bound: not parsed, but relayed whole
+	} {
+		resp := &http.Response{Body: io.NopCloser(strings.NewReader(tc.body))}
+		if got := refusedQueueMs(resp); got != tc.want {
+			t.Errorf("refusedQueueMs(%.40q) = %d, want %d", tc.body, got, tc.want)
+		}
+		rest, err := io.ReadAll(resp.Body)
+		if err != nil || string(rest) != tc.body {
+			t.Errorf("the body after parsing is %.40q (%v), want it unchanged", rest, err)
+		}
+		if err := resp.Body.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// A returning session refused by its last cluster with a queue no longer
+// than the route's affinity wait queues there at once, telling the pylon
+// the queue it accepts, rather than waiting in the hub for the next
+// registration: the algorithm would have held it that long for its
+// cluster anyway, and it keeps its KV cache. A queue longer than the
+// affinity wait, or a request that is not a returning session, takes the
+// general way (the mark, a wait for the next registration).
+func TestReturningSessionQueuesOnItsCluster(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		actualMs  string
+		returning bool
+		accept    bool
+	}{
+		{"within the affinity wait", "184", true, true},
+		{"longer than the affinity wait", "2500", true, false},
+		{"a new session", "184", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewFake(t0)
+			cfg := pwnw.DefaultConfig()
+			cfg.LastClusterAffinity = true
+			cfg.AffinityWait = 2 * time.Second
+			inner, err := pwnw.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rp := &recordingPicker{inner: inner, calls: make(chan string, 1000)}
+			h := newHarness(t, fixedResolver{lb.Route{Algorithm: pwnw.Name, Picker: rp, LastClusterAffinity: true,
+				AffinityWait: cfg.AffinityWait}}, withClock(clk))
+			h.addW()
+			var refusals atomic.Int32
+			refuseFirst := func(w http.ResponseWriter, r *http.Request) {
+				if refusals.Add(1) == 1 {
+					mismatch(tc.actualMs)(w, r)
+					return
+				}
+				ok(w, r)
+			}
+			h.backends["w1"].handle(refuseFirst)
+			h.backends["w2"].handle(refuseFirst)
+			hdr := sessionHeaders("r1")
+			if !tc.returning {
+				hdr.Del(headers.StargateLastClusterID)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(cancel)
+			done := h.sendAsync(ctx, hdr)
+			pickOf(t, rp.calls, "r1")
+			if !tc.accept {
+				// The general way: the refused cluster is marked and the
+				// request waits in the hub until a registration ends it.
+				pickOf(t, rp.calls, "r1")
+				waitTimers(t, clk, 1)
+				if got := h.hits(); got["w1"]+got["w2"] != 1 {
+					t.Fatalf("hits %v, want only the refused attempt before a registration", got)
+				}
+				h.registerW("w1")
+				h.registerW("w2")
+				clk.Advance(25 * time.Millisecond)
+			}
+			res := wait(t, done, "a response")
+			if res.err != nil || res.status != http.StatusOK {
+				t.Fatalf("response %+v, want a 200", res)
+			}
+			served := res.header.Get(headers.InferenceServerID)
+			if tc.returning && served != "w1" {
+				t.Fatalf("served by %q, want w1, the session's cluster", served)
+			}
+			h.inflight.Wait()
+			reqs := h.backends[served].requests()
+			last := reqs[len(reqs)-1]
+			wantQueue := "0"
+			if tc.accept {
+				wantQueue = tc.actualMs
+				if len(reqs) != 2 || h.hits()["w2"] != 0 {
+					t.Fatalf("w1 got %d requests, w2 %d; want the refused and the queued one on w1", len(reqs), h.hits()["w2"])
+				}
+			}
+			if q := last.Header.Get(headers.StargateExpectedQueueMs); q != wantQueue {
+				t.Errorf("the served attempt carried x-stargate-expected-queue-ms %q, want %q", q, wantQueue)
+			}
+		})
+	}
+}
