@@ -126,12 +126,15 @@ $(BIN)/benchstat:
 	GOBIN=$(BIN) $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
 
 ## e2e: end-to-end checks on loopback with the built binaries: the demo in
-## --check mode, the last-cluster cache-thrash case through the gateway and
+## --check mode, the last-cluster cache-thrash case through the gateway, the
+## scale-out tests (three hubs and three gateways: hubs agree, sessions keep
+## their cluster, a hub lost under load loses no unstarted request) and
 ## a smoke compare (a fresh stack per arm; every request must succeed and
 ## every arm record its versions and engine counters)
 e2e: build
 	$(BIN)/demo --bin-dir $(BIN) --check
 	scripts/e2e-last-cluster.sh $(BIN)
+	cd pkg && $(GO) test -count=1 -timeout 10m ./internal/scaleout -args -bin $(BIN)
 	@out=$$(mktemp -d); \
 	$(BIN)/loadgen campaign --compare --bin $(BIN) --suites smoke --arms bench/compare/arms.json --out "$$out" \
 		--max-errors 0 --progress-interval 60s || { echo "e2e: compare smoke failed (results in $$out)"; exit 1; }; \

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Cluster is one simulated GPU cluster: a mock engine and the pylon in
@@ -153,6 +154,27 @@ func mockArgs(f Fleet, r Region, c Cluster, port int) []string {
 // and metrics.
 type hubPorts struct{ api, backend, metrics int }
 
+// hubSet is every hub replica's ports, in start order.
+type hubSet []hubPorts
+
+// backends is the comma-separated tunnel listeners pylons dial.
+func (h hubSet) backends() string {
+	out := make([]string, len(h))
+	for i, p := range h {
+		out[i] = addr(p.backend)
+	}
+	return strings.Join(out, ",")
+}
+
+// apiURLs is the comma-separated API base URLs gateways call.
+func (h hubSet) apiURLs() string {
+	out := make([]string, len(h))
+	for i, p := range h {
+		out[i] = "http://" + addr(p.api)
+	}
+	return strings.Join(out, ",")
+}
+
 // secrets are the files holding the stack's credentials; none is on the
 // command line.
 type secrets struct {
@@ -181,9 +203,9 @@ func hubArgs(p hubPorts, lbConfigPath string, s secrets) []string {
 	return args
 }
 
-func pylonArgs(f Fleet, c Cluster, hubBackend, enginePort, listen, metrics int, s secrets) []string {
+func pylonArgs(f Fleet, c Cluster, hubs hubSet, enginePort, listen, metrics int, s secrets) []string {
 	return []string{"--listen", addr(listen), "--metrics-listen", addr(metrics),
-		"--stargate-address", addr(hubBackend), "--upstream-http-base-url", "http://" + addr(enginePort),
+		"--stargate-address", hubs.backends(), "--upstream-http-base-url", "http://" + addr(enginePort),
 		"--model-name", f.Model, "--inference-server-id", "pylon-" + c.ID, "--cluster-id", c.ID,
 		// The tunnels stay on loopback: the token may cross it in plaintext.
 		"--auth-token-file", s.registration, "--insecure-plaintext", "--initial-input-tps", itoa(c.ColdTPS),
@@ -195,8 +217,8 @@ func pylonArgs(f Fleet, c Cluster, hubBackend, enginePort, listen, metrics int, 
 // gatewayPorts are the gateway's listeners and its embedded Olric node's.
 type gatewayPorts struct{ api, metrics, olric, memberlist int }
 
-func gatewayArgs(f Fleet, p gatewayPorts, hubAPI int, s secrets) []string {
-	args := []string{"--listen", addr(p.api), "--metrics-listen", addr(p.metrics), "--hub-url", "http://" + addr(hubAPI),
+func gatewayArgs(f Fleet, p gatewayPorts, hubs hubSet, s secrets) []string {
+	args := []string{"--listen", addr(p.api), "--metrics-listen", addr(p.metrics), "--hub-url", hubs.apiURLs(),
 		"--hub-token-file", s.gateway, "--api-keys-file", s.apiKeys, "--drain-timeout", "2s", "--log-level", "warn"}
 	model := map[string]int{}
 	if f.MaxWaitMs > 0 {

@@ -80,14 +80,14 @@ func TestBenchFleet(t *testing.T) {
 				// bench-stack.sh left it at the pylon's default, which is on.
 				"pylon-queue-mismatch-retry-enabled": "true",
 			} {
-				if got, _ := flagValue(pylonArgs(f, c, 1, 2, 3, 4, s), name); got != v {
+				if got, _ := flagValue(pylonArgs(f, c, hubSet{{}}, 2, 3, 4, s), name); got != v {
 					t.Errorf("%s pylon --%s = %q, want %q", c.ID, name, got, v)
 				}
 			}
 		}
 	}
 	// No model config: bench-stack.sh's gateway had no max wait.
-	if v, ok := flagValue(gatewayArgs(f, gatewayPorts{}, 1, s), "model-config-json"); ok {
+	if v, ok := flagValue(gatewayArgs(f, gatewayPorts{}, hubSet{{}}, s), "model-config-json"); ok {
 		t.Errorf("bench gateway has --model-config-json %q", v)
 	}
 	// No lb-config: the hub's permissive default.
@@ -110,7 +110,7 @@ func TestArgs(t *testing.T) {
 			"prefill-tokens-per-s": "48000", "cached-prefill-tokens-per-s": "100000",
 			"health-delay-ms": "25", "ttft-ms": "35", "max-concurrent-requests": "6",
 		}},
-		{"pylon", pylonArgs(f, c, 9002, 9001, 9003, 9004, s), map[string]string{
+		{"pylon", pylonArgs(f, c, hubSet{{backend: 9002}}, 9001, 9003, 9004, s), map[string]string{
 			"stargate-address": "127.0.0.1:9002", "upstream-http-base-url": "http://127.0.0.1:9001",
 			"cluster-id": "far-a", "inference-server-id": "pylon-far-a", "auth-token-file": "/s/reg",
 			"initial-input-tps": "48000", "max-engine-concurrency": "6", "min-update-interval-ms": "250",
@@ -121,9 +121,15 @@ func TestArgs(t *testing.T) {
 			"listen": "127.0.0.1:9005", "backend-listen": "127.0.0.1:9006", "metrics-listen": "127.0.0.1:9007",
 			"lb-config-path": "/r/lb.json", "registration-token-file": "/s/reg", "gateway-token-file": "/s/gw",
 		}},
-		{"gateway", gatewayArgs(f, gatewayPorts{9008, 9009, 9010, 9011}, 9005, s), map[string]string{
+		{"gateway", gatewayArgs(f, gatewayPorts{9008, 9009, 9010, 9011}, hubSet{{api: 9005}}, s), map[string]string{
 			"listen": "127.0.0.1:9008", "metrics-listen": "127.0.0.1:9009", "hub-url": "http://127.0.0.1:9005",
 			"hub-token-file": "/s/gw", "api-keys-file": "/s/keys",
+		}},
+		{"pylon, three hubs", pylonArgs(f, c, hubSet{{backend: 9002}, {backend: 9012}, {backend: 9022}}, 9001, 9003, 9004, s), map[string]string{
+			"stargate-address": "127.0.0.1:9002,127.0.0.1:9012,127.0.0.1:9022",
+		}},
+		{"gateway, three hubs", gatewayArgs(f, gatewayPorts{9008, 9009, 9010, 9011}, hubSet{{api: 9005}, {api: 9015}, {api: 9025}}, s), map[string]string{
+			"hub-url": "http://127.0.0.1:9005,http://127.0.0.1:9015,http://127.0.0.1:9025",
 		}},
 	} {
 		for name, want := range tc.want {
@@ -137,14 +143,14 @@ func TestArgs(t *testing.T) {
 	}
 	// The gateway sends the model's max wait, so a full fleet makes a
 	// request wait instead of failing at once.
-	mc, _ := flagValue(gatewayArgs(f, gatewayPorts{}, 1, s), "model-config-json")
+	mc, _ := flagValue(gatewayArgs(f, gatewayPorts{}, hubSet{{}}, s), "model-config-json")
 	var cfg map[string]map[string]int
 	if err := json.Unmarshal([]byte(mc), &cfg); err != nil || cfg["demo-model"]["max_wait_ms"] <= 0 ||
 		cfg["demo-model"]["requests_per_minute"] != f.RequestsPerMinute || f.RequestsPerMinute <= 0 {
 		t.Errorf("--model-config-json %q: %v", mc, err)
 	}
 	f.QueueAdmission = false
-	if v, _ := flagValue(pylonArgs(f, c, 1, 2, 3, 4, s), "pylon-queue-mismatch-retry-enabled"); v != "false" {
+	if v, _ := flagValue(pylonArgs(f, c, hubSet{{}}, 2, 3, 4, s), "pylon-queue-mismatch-retry-enabled"); v != "false" {
 		t.Errorf("queue admission off: flag %q", v)
 	}
 }

@@ -18,6 +18,17 @@ func (s *Stack) extra(name, binary string, args func([]int) []string) func([]int
 	return func(p []int) []string { return append(args(p), more...) }
 }
 
+// hubCount is Options.Hubs with its default.
+func (s *Stack) hubCount() int { return max(s.opts.Hubs, 1) }
+
+// hubName is the child name of the i-th hub (from 0): "hub", "hub-2", ...
+func hubName(i int) string {
+	if i == 0 {
+		return "hub"
+	}
+	return "hub-" + itoa(i+1)
+}
+
 // gatewayCount is Options.Gateways with its default.
 func (s *Stack) gatewayCount() int { return max(s.opts.Gateways, 1) }
 
@@ -35,7 +46,7 @@ func (s *Stack) olricSecret() (string, error) {
 // gatewayService is one gateway. With several gateways its Olric node is
 // given the memberlist addresses of every other gateway known when it
 // (re)starts, and the shared secret.
-func (s *Stack) gatewayService(name string, hubAPI int, sec secrets, olricSecret string) service {
+func (s *Stack) gatewayService(name string, hubs hubSet, sec secrets, olricSecret string) service {
 	f := s.fleet
 	return service{name: name, binary: "gateway", ports: 4,
 		env: func(p []int) []string {
@@ -45,7 +56,7 @@ func (s *Stack) gatewayService(name string, hubAPI int, sec secrets, olricSecret
 			}
 			return append(env, "OLRIC_AUTH_SECRET_FILE="+olricSecret, "OLRIC_PEERS="+strings.Join(s.peersOf(name), ","))
 		},
-		args:  s.extra(name, "gateway", func(p []int) []string { return gatewayArgs(f, gatewayPorts{p[0], p[1], p[2], p[3]}, hubAPI, sec) }),
+		args:  s.extra(name, "gateway", func(p []int) []string { return gatewayArgs(f, gatewayPorts{p[0], p[1], p[2], p[3]}, hubs, sec) }),
 		ready: func(p []int) string { return "http://" + addr(p[0]) + "/readyz" }}
 }
 
@@ -78,10 +89,10 @@ func (s *Stack) addGateway(ep *Endpoints, name string, p []int) {
 
 // startMoreGateways starts gateways 2..Options.Gateways at once, each
 // joining the first one's Olric node, once the first is ready.
-func (s *Stack) startMoreGateways(ctx context.Context, ep *Endpoints, hubAPI int, sec secrets, olricSecret string) error {
+func (s *Stack) startMoreGateways(ctx context.Context, ep *Endpoints, hubs hubSet, sec secrets, olricSecret string) error {
 	var svcs []service
 	for i := 2; i <= s.gatewayCount(); i++ {
-		svcs = append(svcs, s.gatewayService("gateway-"+itoa(i), hubAPI, sec, olricSecret))
+		svcs = append(svcs, s.gatewayService("gateway-"+itoa(i), hubs, sec, olricSecret))
 	}
 	if len(svcs) == 0 {
 		return nil

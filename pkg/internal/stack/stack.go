@@ -53,6 +53,11 @@ type Options struct {
 	// Principal names the gateway's one API key ("sk-<principal>-…"), the
 	// name its logs and rate limits show; empty means "stack".
 	Principal string
+	// Hubs is how many hub replicas run (0 means 1): "hub", then "hub-2",
+	// "hub-3", ... Every pylon keeps a tunnel to each (--stargate-address
+	// lists them all) and every gateway spreads its requests over them
+	// (--hub-url lists them all), as with a headless Service.
+	Hubs int
 	// Gateways is how many gateways run (0 means 1). With more than one,
 	// their embedded Olric nodes form one cluster on loopback, gossip
 	// encrypted and the data port authenticated with a shared secret
@@ -74,8 +79,14 @@ type Endpoints struct {
 	// (Options.Gateways).
 	Gateways, GatewaysMetrics []string
 	// Hub is the hub's base URL; HubMetrics its /metrics; HubState its
-	// /debug/state, on the admin listener beside /metrics.
+	// /debug/state, on the admin listener beside /metrics. With several
+	// hubs they are the first one's.
 	Hub, HubMetrics, HubState string
+	// Hubs, HubsMetrics and HubsState are every hub's, in the order of
+	// HubNames (Options.Hubs).
+	Hubs, HubsMetrics, HubsState []string
+	// HubNames are the hubs' child names, for Kill, Terminate and Restart.
+	HubNames []string
 	// PylonMetrics are the pylons' /metrics URLs by cluster id.
 	PylonMetrics map[string]string
 	// Engines are the mock engines' base URLs by cluster id.
@@ -150,9 +161,14 @@ func (s *Stack) start(ctx context.Context, lbPath, principal string) error {
 	if err != nil {
 		return err
 	}
-	svcs := []service{{name: "hub", binary: "hub", ports: 3,
-		args:  s.extra("hub", "hub", func(p []int) []string { return hubArgs(hubPorts{p[0], p[1], p[2]}, lbPath, sec) }),
-		ready: func(p []int) string { return "http://" + addr(p[0]) + "/readyz" }}}
+	var svcs []service
+	for i := range s.hubCount() {
+		name := hubName(i)
+		svcs = append(svcs, service{name: name, binary: "hub", ports: 3,
+			args:  s.extra(name, "hub", func(p []int) []string { return hubArgs(hubPorts{p[0], p[1], p[2]}, lbPath, sec) }),
+			ready: func(p []int) string { return "http://" + addr(p[0]) + "/readyz" }})
+	}
+	nHubs := len(svcs)
 	var clusters []Cluster
 	for _, r := range f.Regions {
 		for _, c := range r.Clusters {
@@ -166,13 +182,20 @@ func (s *Stack) start(ctx context.Context, lbPath, principal string) error {
 	if err != nil {
 		return err
 	}
-	hub := hubPorts{ports[0][0], ports[0][1], ports[0][2]}
-	ep := Endpoints{Hub: "http://" + addr(hub.api), HubMetrics: "http://" + addr(hub.metrics) + "/metrics",
-		HubState:     "http://" + addr(hub.metrics) + "/debug/state",
-		PylonMetrics: map[string]string{}, Engines: map[string]string{},
+	ep := Endpoints{PylonMetrics: map[string]string{}, Engines: map[string]string{},
 		APIKey: apiKey, APIKeysFile: sec.apiKeys, GatewayToken: gwToken}
+	var hubs hubSet
+	for i := range nHubs {
+		h := hubPorts{ports[i][0], ports[i][1], ports[i][2]}
+		hubs = append(hubs, h)
+		ep.HubNames = append(ep.HubNames, hubName(i))
+		ep.Hubs = append(ep.Hubs, "http://"+addr(h.api))
+		ep.HubsMetrics = append(ep.HubsMetrics, "http://"+addr(h.metrics)+"/metrics")
+		ep.HubsState = append(ep.HubsState, "http://"+addr(h.metrics)+"/debug/state")
+	}
+	ep.Hub, ep.HubMetrics, ep.HubState = ep.Hubs[0], ep.HubsMetrics[0], ep.HubsState[0]
 	for i, c := range clusters {
-		ep.Engines[c.ID] = "http://" + addr(ports[i+1][0])
+		ep.Engines[c.ID] = "http://" + addr(ports[nHubs+i][0])
 	}
 
 	// The pylons dial the hub and the gateway calls it, so they start
@@ -182,11 +205,11 @@ func (s *Stack) start(ctx context.Context, lbPath, principal string) error {
 	if err != nil {
 		return err
 	}
-	svcs = []service{s.gatewayService("gateway", hub.api, sec, olricSecret)}
+	svcs = []service{s.gatewayService("gateway", hubs, sec, olricSecret)}
 	for i, c := range clusters {
-		engine := ports[i+1][0]
+		engine := ports[nHubs+i][0]
 		svcs = append(svcs, service{name: "pylon-" + c.ID, binary: "pylon", ports: 2,
-			args:  s.extra("pylon-"+c.ID, "pylon", func(p []int) []string { return pylonArgs(f, c, hub.backend, engine, p[0], p[1], sec) }),
+			args:  s.extra("pylon-"+c.ID, "pylon", func(p []int) []string { return pylonArgs(f, c, hubs, engine, p[0], p[1], sec) }),
 			ready: func(p []int) string { return "http://" + addr(p[0]) + "/readyz" }})
 	}
 	ports, err = s.l.startAll(ctx, svcs...)
@@ -197,7 +220,7 @@ func (s *Stack) start(ctx context.Context, lbPath, principal string) error {
 	for i, c := range clusters {
 		ep.PylonMetrics[c.ID] = "http://" + addr(ports[i+1][1]) + "/metrics"
 	}
-	if err := s.startMoreGateways(ctx, &ep, hub.api, sec, olricSecret); err != nil {
+	if err := s.startMoreGateways(ctx, &ep, hubs, sec, olricSecret); err != nil {
 		return err
 	}
 	s.ep = ep
@@ -209,6 +232,8 @@ func (s *Stack) Endpoints() Endpoints {
 	ep := s.ep
 	ep.PylonMetrics, ep.Engines = maps.Clone(ep.PylonMetrics), maps.Clone(ep.Engines)
 	ep.Gateways, ep.GatewaysMetrics = slices.Clone(ep.Gateways), slices.Clone(ep.GatewaysMetrics)
+	ep.Hubs, ep.HubsMetrics, ep.HubsState = slices.Clone(ep.Hubs), slices.Clone(ep.HubsMetrics), slices.Clone(ep.HubsState)
+	ep.HubNames = slices.Clone(ep.HubNames)
 	return ep
 }
 
@@ -233,14 +258,28 @@ func (s *Stack) waitRoutable(ctx context.Context) error {
 	return s.WaitRoutable(ctx, s.fleet.ClusterIDs())
 }
 
-// WaitRoutable polls the hub's /debug/state until each cluster of want is
-// routable for the fleet's model, as Start does, for at most the
-// launcher's settle time: after a hub or pylon restart it says the pylons
-// are back.
+// WaitRoutable polls every running hub's /debug/state until each cluster
+// of want is routable for the fleet's model there, as Start does, for at
+// most the launcher's settle time: after a hub or pylon restart it says
+// the pylons are back. A hub that was killed and not restarted is left
+// out.
 func (s *Stack) WaitRoutable(ctx context.Context, want []string) error {
+	for i, name := range s.ep.HubNames {
+		if !s.Running(name) {
+			continue
+		}
+		if err := s.waitRoutableOn(ctx, s.ep.HubsState[i], want); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// waitRoutableOn is WaitRoutable for the hub whose /debug/state is url.
+func (s *Stack) waitRoutableOn(ctx context.Context, url string, want []string) error {
 	missing := want
 	err := poll(ctx, nil, func() (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.ep.HubState, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return false, err
 		}

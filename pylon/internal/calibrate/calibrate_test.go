@@ -378,9 +378,12 @@ func TestPromptTooLong(t *testing.T) {
 			for i, c := range reqs {
 				count[strconv.Itoa(c.Units)+"/"+strconv.Itoa(status[i])]++
 			}
-			nRefused, nHeld := count["1024/400"], count["512/0"]
+			// A held request that reached the engine as the ramp ended may
+			// not have been marked held yet (-1: no status): it is held too.
+			nRefused, nHeld := count["1024/400"], count["512/0"]+count["512/-1"]
 			delete(count, "1024/400")
 			delete(count, "512/0")
+			delete(count, "512/-1")
 			if nRefused < 1 || nRefused > 3 || nHeld < 1 || nHeld > 4 || len(count) != 2 || count["256/200"] != 5 || count["512/200"] != 50 {
 				t.Errorf("engine saw %v plus %d refused 1024s and %d held 512s", count, nRefused, nHeld)
 			}
