@@ -62,8 +62,6 @@ func (p *Proxy) tryCluster(w http.ResponseWriter, r *http.Request, req *request,
 			st.failBackend(b.ID)
 		case attemptRefused:
 			st.refuseBackend(b.ID)
-		case attemptQueue:
-			// The same cluster again, now accepting its queue.
 		case attemptOtherCluster:
 			st.failBackend(b.ID)
 			return nextCluster
@@ -78,7 +76,6 @@ const (
 	attemptDone         attemptResult = iota // answered (or the client left)
 	attemptSibling                           // fail this backend, try the cluster's next one
 	attemptRefused                           // skip this backend in this pass only, try the next one
-	attemptQueue                             // try the cluster again, accepting the queue its pylon reported
 	attemptOtherCluster                      // fail this backend and its cluster, pass again
 )
 
@@ -105,7 +102,7 @@ func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, req *request, st
 	if !ok {
 		return p.transportFailed(w, r, req, st, b, errors.New("no tunnel to backend "+b.ID))
 	}
-	out, err := outbound(ctx, r, req, dec, st.queueAllowanceMs)
+	out, err := outbound(ctx, r, req, dec, p.returningAllowance(req, dec))
 	if err != nil {
 		openai.WriteError(w, openai.Internal("building upstream request"))
 		return attemptDone
@@ -122,8 +119,8 @@ func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, req *request, st
 
 // outbound builds the request to the pylon: the buffered body (replayable
 // on a retry), the forwarded headers, and the hub's queue estimate of the
-// chosen cluster when it has one, raised to allowanceMs when the request
-// has accepted a queue there (acceptQueue).
+// chosen cluster when it has one, raised to allowanceMs, the queue a
+// returning session accepts on its last cluster (returningAllowance).
 func outbound(ctx context.Context, r *http.Request, req *request, dec *routing.Decision, allowanceMs uint64) (*http.Request, error) {
 	// The host is a placeholder: the tunnel RoundTripper sends every
 	// request to its one pylon, whatever the URL says.
@@ -242,8 +239,7 @@ func (p *Proxy) answered(w http.ResponseWriter, r *http.Request, req *request, s
 	if resp.StatusCode == http.StatusTooManyRequests && isTrue(headers.First(resp.Header, canonRetryable)) && reason == headers.ReasonQueueEstimateMismatch {
 		// Mark before releasing: in between, another request would see
 		// the slot the reservation held as free.
-		st.refusedQueueMs = refusedQueueMs(resp)
-		p.store.MarkFull(t, clusterID, b.ID, st.refusedQueueMs)
+		p.store.MarkFull(t, clusterID, b.ID, refusedQueueMs(resp))
 		res.Release()
 	}
 	switch {
@@ -254,7 +250,7 @@ func (p *Proxy) answered(w http.ResponseWriter, r *http.Request, req *request, s
 	}
 	if p.retryable(resp) {
 		st.retryAfter = max(st.retryAfter, retryAfterHint(resp.Header))
-		if result, retry := p.retryAnswer(req, st, clusterID, b, resp, reason); retry {
+		if result, retry := p.retryAnswer(req, st, b, resp, reason); retry {
 			return result
 		}
 	}
@@ -267,10 +263,10 @@ func (p *Proxy) answered(w http.ResponseWriter, r *http.Request, req *request, s
 // another cluster within the retry budget and --proxy-max-request-retries.
 // Otherwise it counts the exhaustion and reports false: the answer is
 // passed through.
-func (p *Proxy) retryAnswer(req *request, st *loop, clusterID string, b state.Backend, resp *http.Response, reason string) (attemptResult, bool) {
+func (p *Proxy) retryAnswer(req *request, st *loop, b state.Backend, resp *http.Response, reason string) (attemptResult, bool) {
 	t := req.target
 	if reason == headers.ReasonQueueEstimateMismatch {
-		return p.retryMismatch(req, st, clusterID, b, resp)
+		return p.retryMismatch(req, st, b, resp)
 	}
 	if reason == "" {
 		reason = "retryable_upstream_response"
@@ -302,7 +298,7 @@ func (p *Proxy) retryAnswer(req *request, st *loop, clusterID string, b state.Ba
 // cache instead of escaping. Once the routing wait is over a pass cannot
 // wait any more, so the cluster is given up as before. At a bound the
 // pylon's answer is passed through.
-func (p *Proxy) retryMismatch(req *request, st *loop, clusterID string, b state.Backend, resp *http.Response) (attemptResult, bool) {
+func (p *Proxy) retryMismatch(req *request, st *loop, b state.Backend, resp *http.Response) (attemptResult, bool) {
 	t, reason := req.target, headers.ReasonQueueEstimateMismatch
 	switch {
 	case p.budgetSpent(req) || p.pastDeadline(req):
@@ -315,11 +311,6 @@ func (p *Proxy) retryMismatch(req *request, st *loop, clusterID string, b state.
 	st.mismatchRetries++
 	p.cfg.Metrics.retry(t, reason)
 	_ = resp.Body.Close()
-	if p.acceptQueue(req, st, clusterID) {
-		p.cfg.Log.Info("returning session queues on its last cluster after a queue mismatch", "request_id", req.pass.Req.ID,
-			"inference_server_id", b.ID, "accepted_queue_ms", st.queueAllowanceMs)
-		return attemptQueue, true
-	}
 	if !p.cfg.Clock.Now().Before(req.pass.WaitUntil) {
 		p.cfg.Log.Warn("retrying request elsewhere after local queue mismatch; no routing wait left", "request_id", req.pass.Req.ID,
 			"inference_server_id", b.ID)
@@ -330,29 +321,22 @@ func (p *Proxy) retryMismatch(req *request, st *loop, clusterID string, b state.
 	return attemptRefused, true
 }
 
-// acceptQueue decides whether a request refused for a queue mismatch
-// queues on the refusing cluster after all, and if so sets the queue it
-// accepts. It does for a returning session refused by its last cluster
-// when the pylon's queue is no longer than what the algorithm would have
-// held the session for its cluster anyway (the route's affinity wait,
-// less the time the request has already spent): waiting in the engine's
-// queue is then the same wait, and it keeps the session on its KV cache.
-// Several hubs make this common: each counts only its own reservations,
-// so each may see a free slot that another hub's request has just taken
-// (docs/design/hub-request.md#queue-refusals). Once per request: a second
-// refusal means the queue grew, and the request goes the general way.
-func (p *Proxy) acceptQueue(req *request, st *loop, clusterID string) bool {
+// returningAllowance is the queue a returning session accepts on its last
+// cluster: what is left of the route's affinity wait, in ms (0 for any
+// other request). The algorithm holds such a session that long for its
+// cluster anyway; telling the pylon lets it admit the session to the
+// engine's queue when another hub's request took the slot first, rather
+// than refuse it and send it back through the hub's routing.
+func (p *Proxy) returningAllowance(req *request, dec *routing.Decision) uint64 {
 	wait := req.pass.Route.AffinityWait
-	if st.queueAllowanceMs > 0 || st.refusedQueueMs == 0 || wait <= 0 || req.sessionState() != routing.SessionReturning ||
-		clusterID != req.pass.Req.LastClusterID {
-		return false
+	if wait <= 0 || req.sessionState() != routing.SessionReturning || dec.ClusterID != req.pass.Req.LastClusterID {
+		return 0
 	}
 	left := wait - p.cfg.Clock.Since(req.start)
-	if time.Duration(st.refusedQueueMs)*time.Millisecond > left {
-		return false
+	if left < time.Millisecond {
+		return 0
 	}
-	st.queueAllowanceMs = st.refusedQueueMs
-	return true
+	return uint64(left / time.Millisecond)
 }
 
 // maxRefusalBody bounds how much of a refusal's body is read for its

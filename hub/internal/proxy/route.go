@@ -29,16 +29,10 @@ type loop struct {
 	// that refused in the current pass, skipped only until it ends.
 	mismatchRetries int
 	refusedBackends map[string]bool
-	// refusedQueueMs is the actual_queue_ms of the latest
-	// queue_estimate_mismatch refusal; queueAllowanceMs, once set, is the
-	// queue a returning session accepts on its last cluster
-	// (acceptQueue), sent as x-stargate-expected-queue-ms.
-	refusedQueueMs   uint64
-	queueAllowanceMs uint64
-	attempts         int
-	waits            int
-	waitLogged       bool
-	routingRecorded  bool
+	attempts        int
+	waits           int
+	waitLogged      bool
+	routingRecorded bool
 	// retryAfter is the longest x-stargate-retry-after-ms a pylon sent
 	// with a retryable refusal in this request: the hub's own 503 passes
 	// it on as Retry-After when every cluster has refused.
