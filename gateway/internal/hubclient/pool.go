@@ -3,7 +3,6 @@ package hubclient
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/resolve"
 )
 
 // Defaults and bounds of the hub pool (docs/gateway.md#several-hubs).
@@ -439,26 +439,7 @@ func (c *Client) Resolve(ctx context.Context) {
 // lookup resolves host, bounded by ConnectTimeout on the injected clock.
 // An IP literal resolves to itself.
 func (c *Client) lookup(ctx context.Context, host string) ([]string, error) {
-	if net.ParseIP(host) != nil {
-		return []string{host}, nil
-	}
-	if c.cfg.ConnectTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		t := c.clk.AfterFunc(c.cfg.ConnectTimeout, cancel)
-		defer func() {
-			t.Stop()
-			cancel()
-		}()
-	}
-	ips, err := c.cfg.Resolver.LookupHost(ctx, host)
-	if err != nil {
-		return nil, err
-	}
-	if len(ips) == 0 {
-		return nil, fmt.Errorf("no addresses for %q", host)
-	}
-	return ips, nil
+	return resolve.Lookup(ctx, c.clk, c.cfg.Resolver, host, c.cfg.ConnectTimeout)
 }
 
 // Port is u's port, or its scheme's default.

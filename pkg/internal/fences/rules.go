@@ -23,7 +23,7 @@ var Rules = []Rule{
 	{Name: "state-owner", From: "hub/internal/state/...", Deny: []string{"hub/internal/lb/...", "hub/internal/lbconfig/...", "hub/internal/dispatch/...", "hub/internal/proxy/..."},
 		Reason: "the state owner publishes snapshots for any algorithm; it knows no algorithm, no config and no request path"},
 	{Name: "config-below", From: "hub/internal/lbconfig/...", Deny: []string{"hub/internal/proxy/...", "hub/internal/dispatch/...", "hub/internal/state/...", "hub/internal/tunnel/...", "hub/internal/sim/..."},
-		Reason: "configuration is read at startup and sits below the request path: it builds routes, it does not serve them"},
+		Reason: "configuration is read at startup and on reload and sits below the request path: it builds routes, it does not serve them"},
 	{Name: "proxy-top", From: "hub/...", Except: []string{"hub/cmd/hub", "hub/internal/app/...", "hub/internal/proxy/..."}, Deny: []string{"hub/internal/proxy/..."},
 		Reason: "the proxy is the live request path: the simulator and tools share the routing pass (hub/internal/dispatch) instead"},
 	{Name: "sim-offline", From: "hub/internal/sim/...", Deny: []string{"hub/internal/tunnel/..."},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/protocol"
+	"github.com/stargate-router/stargate/pkg/resolve"
 )
 
 // Defaults applied by New to zero Config fields, and the reconnect backoff
@@ -264,23 +265,7 @@ func (c *Client) reconcile(ctx context.Context, wg *sync.WaitGroup) {
 // lookup resolves host, bounded by DialTimeout on the injected clock. An
 // IP literal resolves to itself.
 func (c *Client) lookup(ctx context.Context, host string) ([]string, error) {
-	if net.ParseIP(host) != nil {
-		return []string{host}, nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	t := c.clk.AfterFunc(c.cfg.DialTimeout, cancel)
-	defer func() {
-		t.Stop()
-		cancel()
-	}()
-	ips, err := c.cfg.Resolver.LookupHost(ctx, host)
-	if err != nil {
-		return nil, err
-	}
-	if len(ips) == 0 {
-		return nil, fmt.Errorf("no addresses for %q", host)
-	}
-	return ips, nil
+	return resolve.Lookup(ctx, c.clk, c.cfg.Resolver, host, c.cfg.DialTimeout)
 }
 
 // jitter draws a uniform value in [0, 1) for a reconnect wait. The lock
