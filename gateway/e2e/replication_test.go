@@ -118,47 +118,15 @@ func (c *olricCluster) killAndSettle(t *testing.T, i int) (survivors []olricMemb
 	return survivors, noticed, time.Since(killed)
 }
 
-// waitOwnersAfterLoss polls the survivors' olric_partitions_primary_owned
-// until every partition has a surviving owner and the counts have not
-// changed over more than two --olric-routing-refresh periods, so every
-// cluster client has fetched them. Unlike waitPartitionsSettled it
-// accepts more than one owner per partition: a member that owned a
-// partition holding entries stays in its owner list, next to the new
-// owner, until Olric's balancer has moved them and the coordinator's
+// waitOwnersAfterLoss is waitPartitionsSettled for the survivors of a
+// loss, which may count more than one owner per partition: a member that
+// owned a partition holding entries stays in its owner list, next to the
+// new owner, until Olric's balancer has moved them and the coordinator's
 // next periodic routing update drops it (Olric's default is a minute),
 // and reads meanwhile ask both.
 func waitOwnersAfterLoss(t *testing.T, e *env, metrics ...string) {
 	t.Helper()
-	const partitions = 23 // --olric-partition-count's default
-	var last string
-	var since time.Time
-	err := poll(30*time.Second, olricRoutingRefresh/4, func() error {
-		var owned []string
-		total := 0.0
-		for _, url := range metrics {
-			v, err := metricValue(e, url, "olric_partitions_primary_owned")
-			if err != nil {
-				return err
-			}
-			owned = append(owned, strconv.FormatFloat(v, 'f', -1, 64))
-			total += v
-		}
-		now := strings.Join(owned, ",")
-		if total < partitions {
-			last = ""
-			return fmt.Errorf("survivors own %s partitions, fewer than %d in all", now, partitions)
-		}
-		if now != last {
-			last, since = now, time.Now()
-		}
-		if held := time.Since(since); held <= 2*olricRoutingRefresh {
-			return fmt.Errorf("owners %s unchanged for only %v", now, held)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitOwnersStable(t, e, 30*time.Second, true, metrics...)
 }
 
 // hintKey is the store key and cluster id of session i, as the gateway
