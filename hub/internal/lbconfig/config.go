@@ -156,10 +156,26 @@ func mustDefinition(a Algorithm) *Definition {
 
 // Load reads and parses the lb-config.json at path.
 func Load(path string) (*Config, error) {
+	data, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFile(path, data)
+}
+
+// ReadFile reads the lb-config.json at path, with the error Load gives.
+// A reload reads first and parses only bytes it has not seen.
+func ReadFile(path string) ([]byte, error) {
 	data, err := os.ReadFile(path) //nolint:gosec // G304: the operator names the file.
 	if err != nil {
 		return nil, fmt.Errorf("failed to read lb config file: %s: %w", path, err)
 	}
+	return data, nil
+}
+
+// ParseFile parses data read from path, naming path in the error as Load
+// does; the *ConfigError stays reachable with errors.As.
+func ParseFile(path string, data []byte) (*Config, error) {
 	c, err := Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("failed to parse lb config file: %s: %w", path, err)

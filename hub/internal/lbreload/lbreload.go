@@ -4,9 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,12 +131,12 @@ func New(opts Options) (*Reloader, error) {
 		gen, err = r.build(lbconfig.Permissive(), "")
 	} else {
 		var data []byte
-		if data, err = os.ReadFile(opts.Path); err != nil { //nolint:gosec // G304: the operator names the file.
-			return nil, fmt.Errorf("failed to read lb config file: %s: %w", opts.Path, err)
+		if data, err = lbconfig.ReadFile(opts.Path); err != nil {
+			return nil, err
 		}
 		var cfg *lbconfig.Config
-		if cfg, err = lbconfig.Parse(data); err != nil {
-			return nil, fmt.Errorf("failed to parse lb config file: %s: %w", opts.Path, err)
+		if cfg, err = lbconfig.ParseFile(opts.Path, data); err != nil {
+			return nil, err
 		}
 		gen, err = r.build(cfg, Hash(data))
 	}
@@ -197,9 +195,9 @@ func (r *Reloader) Reload(trigger string) Result {
 
 func (r *Reloader) reloadLocked(trigger string) Result {
 	path, log := r.opts.Path, r.opts.Log
-	data, err := os.ReadFile(path) //nolint:gosec // G304: the operator names the file.
+	data, err := lbconfig.ReadFile(path)
 	if err != nil {
-		return r.reject(trigger, "", fmt.Errorf("failed to read lb config file: %s: %w", path, err))
+		return r.reject(trigger, "", err)
 	}
 	hash, cur := Hash(data), r.current.Load()
 	if hash == cur.Hash {
@@ -215,9 +213,9 @@ func (r *Reloader) reloadLocked(trigger string) Result {
 			"trigger", trigger, "hash", hash, "active_hash", cur.Hash)
 		return Unchanged
 	}
-	cfg, err := lbconfig.Parse(data)
+	cfg, err := lbconfig.ParseFile(path, data)
 	if err != nil {
-		return r.reject(trigger, hash, fmt.Errorf("failed to parse lb config file: %s: %w", path, err))
+		return r.reject(trigger, hash, err)
 	}
 	gen, err := r.build(cfg, hash)
 	if err != nil {
