@@ -259,6 +259,12 @@ const (
 	// generator see where a request ran. Real engines never send it.
 	MockEngineID = "x-mock-engine-id"
 
+	// MockClusterID names the cluster of the mock engine that answered (its
+	// --cluster-id). With several engines in a cluster it is how a client
+	// behind the gateway tells the cluster (the unit routing chooses) from
+	// the engine (x-mock-engine-id). Real engines never send it.
+	MockClusterID = "x-mock-cluster-id"
+
 	// KVCacheUncachedInputTokens is the number of input tokens that had to
 	// be prefilled.
 	KVCacheUncachedInputTokens = "x-kv-cache-uncached-input-tokens"
@@ -422,7 +428,7 @@ var known = [...]string{
 	StargateUpstreamRetryable, StargateRetryable, StargateRetryReason, StargateRetryAfterMs,
 	StargateClusterID, InferenceServerID, InferenceServerURL, StargateErrorCode, StargateSessionState,
 	StargateLBConfigHash, KVCacheHit, KVCacheHitTokens, KVCacheReusedInputTokens, KVCacheUncachedInputTokens,
-	KVCacheEvictedEntries, KVCacheEvictedTokens, MockEngineID,
+	KVCacheEvictedEntries, KVCacheEvictedTokens, MockEngineID, MockClusterID,
 	RateLimitLimitTokens, RateLimitRemainingTokens, RateLimitResetTokens,
 	RateLimitLimitRequests, RateLimitRemainingRequests, RateLimitResetRequests, ShouldRetry,
 	StargateAuthToken, StargateRegistrationHeartbeatMs, TunnelMethod, TunnelPath, TunnelStatus,

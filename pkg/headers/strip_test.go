@@ -212,7 +212,7 @@ func TestInboundReservedMatchesKnown(t *testing.T) {
 		RequestID, MultiTurnSessionID, ClaudeCodeSessionID, NVCFTargetRegion, GroqRegion,
 		StainlessTimeout, StainlessLang, OutputTokens,
 		KVCacheHit, KVCacheHitTokens, KVCacheReusedInputTokens, KVCacheUncachedInputTokens,
-		KVCacheEvictedEntries, KVCacheEvictedTokens, MockEngineID,
+		KVCacheEvictedEntries, KVCacheEvictedTokens, MockEngineID, MockClusterID,
 		RateLimitLimitTokens, RateLimitRemainingTokens, RateLimitResetTokens,
 		RateLimitLimitRequests, RateLimitRemainingRequests, RateLimitResetRequests, ShouldRetry,
 		TunnelStatus,

@@ -82,6 +82,11 @@ type SuiteSpec struct {
 	Key    string
 	Suite  string
 	Params workload.SuiteParams
+	// Sweep is the suite a sweep point belongs to ("" outside a sweep);
+	// Multiple its multiple of the capacity figure (0 for a rate given in
+	// req/s).
+	Sweep    string
+	Multiple float64
 }
 
 // ExpandSuites turns suite names into specs. "capacity" becomes one spec
@@ -177,6 +182,9 @@ type Campaign struct {
 	// Stack, when set, is started before each arm and stopped after it;
 	// the arm's runs go to the URL it returns. It excludes the hooks.
 	Stack ArmStack
+	// Sweep, when set, replaces Suites: its suites at its rates, after
+	// the capacity figure is known (given, or measured first).
+	Sweep *Sweep
 	// Template is the run template: client, bounds, progress; Workload,
 	// Dir and Meta.Arm/Repeat are set per run.
 	Template RunSpec
@@ -199,6 +207,11 @@ type CampaignReport struct {
 	Suites   []CampaignSuite             `json:"suites"`
 	Arms     []Arm                       `json:"arms"`
 	Results  map[string]map[string]Stats `json:"results"`
+	// Capacity is the figure a sweep's multiples refer to.
+	Capacity *CapacityRecord `json:"capacity,omitempty"`
+	// ArmCounters is what the engines and the hub counted over each whole
+	// arm (its folder's counter files), by arm name.
+	ArmCounters map[string]*Counters `json:"arm_counters,omitempty"`
 }
 
 // CampaignSuite is one workload of the campaign, fingerprinted.
@@ -208,6 +221,16 @@ type CampaignSuite struct {
 	Workload    string `json:"workload"`
 	Fingerprint string `json:"fingerprint"`
 	Requests    int    `json:"requests"`
+	// Sweep, Multiple and TargetRate place a sweep point (SuiteSpec);
+	// TargetRate is the workload's open-loop rate in req/s.
+	Sweep      string  `json:"sweep,omitempty"`
+	Multiple   float64 `json:"multiple,omitempty"`
+	TargetRate float64 `json:"target_rate,omitempty"`
+	// CeilingTokens of PromptTokens are the workload's cache ceiling
+	// (workload.CacheCeiling, replies modelled), at BlockTokens.
+	CeilingTokens int64 `json:"ceiling_tokens"`
+	PromptTokens  int64 `json:"prompt_tokens"`
+	BlockTokens   int   `json:"block_tokens"`
 }
 
 // ArmRecord is arm.json in an arm's folder.
@@ -239,7 +262,21 @@ func (c *Campaign) Run(ctx context.Context) (*CampaignReport, error) {
 		return nil, err
 	}
 	rep := &CampaignReport{Format: CampaignFormatV1, Started: time.Now().UTC(), Loadgen: c.Build, Repeats: c.Repeats, Arms: c.Arms,
-		Results: map[string]map[string]Stats{}}
+		Results: map[string]map[string]Stats{}, ArmCounters: map[string]*Counters{}}
+	if c.Sweep != nil {
+		capRec, err := c.capacity(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep.Capacity = capRec
+		var capacity float64
+		if capRec != nil {
+			capacity = capRec.ReqPerS
+		}
+		if c.Suites, err = c.Sweep.Expand(capacity); err != nil {
+			return nil, err
+		}
+	}
 	loads := map[string]*workload.Workload{}
 	for _, s := range c.Suites {
 		w, cs, err := c.workload(s)
@@ -255,6 +292,11 @@ func (c *Campaign) Run(ctx context.Context) (*CampaignReport, error) {
 	for _, arm := range c.Arms {
 		res, err := c.runArm(ctx, arm, rep.Suites, loads)
 		rep.Results[arm.Name] = res
+		if counters, cerr := ReadCounters(filepath.Join(c.Out, "arms", arm.Name)); cerr != nil {
+			fmt.Fprintf(c.Log, "loadgen campaign: %s: %v\n", arm.Name, cerr)
+		} else if counters != nil {
+			rep.ArmCounters[arm.Name] = counters
+		}
 		if err != nil {
 			_ = writeJSON(filepath.Join(c.Out, "campaign.json"), rep)
 			return rep, fmt.Errorf("arm %s: %w", arm.Name, err)
@@ -288,7 +330,17 @@ func (c *Campaign) workload(s SuiteSpec) (*workload.Workload, CampaignSuite, err
 	if w.Header.Suite != s.Suite {
 		return nil, CampaignSuite{}, fmt.Errorf("%s holds suite %q, want %q: remove it or use another --out", path, w.Header.Suite, s.Suite)
 	}
-	return w, CampaignSuite{Key: s.Key, Suite: s.Suite, Workload: path, Fingerprint: fp, Requests: len(w.Requests)}, nil
+	bt := blockTokens(c.Template.Config.BlockTokens)
+	ceiling, prompt, err := workload.CacheCeiling(w, bt)
+	if err != nil {
+		return nil, CampaignSuite{}, fmt.Errorf("--block-tokens: %w", err)
+	}
+	cs := CampaignSuite{Key: s.Key, Suite: s.Suite, Workload: path, Fingerprint: fp, Requests: len(w.Requests), Sweep: s.Sweep, Multiple: s.Multiple,
+		CeilingTokens: ceiling, PromptTokens: prompt, BlockTokens: bt}
+	if w.Header.Mode == workload.ModeOpen {
+		cs.TargetRate, _ = number(w.Header.Params["target_rate"])
+	}
+	return w, cs, nil
 }
 
 func runDir(armDir, key string, repeat int) string {
@@ -313,16 +365,9 @@ func (c *Campaign) runArm(ctx context.Context, arm Arm, suites []CampaignSuite, 
 	if err := os.MkdirAll(armDir, 0o750); err != nil {
 		return results, err
 	}
-	lbCopy := ""
-	if arm.LBConfig != "" {
-		b, err := os.ReadFile(arm.LBConfig)
-		if err != nil {
-			return results, err
-		}
-		lbCopy = filepath.Join(armDir, "lb-config.json")
-		if err := writeFile(lbCopy, b); err != nil {
-			return results, err
-		}
+	lbCopy, err := copyLBConfig(arm.LBConfig, armDir)
+	if err != nil {
+		return results, err
 	}
 	ar := ArmRecord{Arm: arm, Loadgen: c.Build, Fingerprints: map[string]string{}, Started: time.Now().UTC()}
 	for _, s := range suites {
@@ -340,10 +385,9 @@ func (c *Campaign) runArm(ctx context.Context, arm Arm, suites []CampaignSuite, 
 	tmpl := c.Template
 	if c.Stack != nil {
 		stackArm := arm
-		stackArm.LBConfig = lbCopy
-		if lbCopy != "" {
-			// The stack's processes may run elsewhere than here.
-			stackArm.LBConfig, _ = filepath.Abs(lbCopy)
+		stackArm.LBConfig = lbCopy // absolute: the stack's processes may run elsewhere than here
+		if rr, ok := c.Stack.(RunRecorder); ok {
+			tmpl.Recorder = rr
 		}
 		// Deferred, so the stack stops also when a run fails or panics;
 		// with a fresh context, so it stops also after a Ctrl-C.
@@ -380,9 +424,9 @@ func (c *Campaign) runArm(ctx context.Context, arm Arm, suites []CampaignSuite, 
 			spec.Meta.Arm, spec.Meta.Repeat = arm.Name, r
 			spec.Meta.Loadgen = c.Build
 			// The same salt for every arm keeps their bytes identical;
-			// a new one per repeat keeps repeats from hitting each
-			// other's caches.
-			spec.Config.Salt = fmt.Sprintf("r%d", r)
+			// a new one per workload and repeat keeps them from hitting
+			// each other's caches; its seed part keeps campaigns apart.
+			spec.Config.Salt = runSalt(spec.Workload, s.Key, r)
 			fmt.Fprintf(c.Log, "loadgen campaign: %s/%s r%d: %d requests\n", arm.Name, s.Key, r, len(spec.Workload.Requests))
 			rep, err := Execute(ctx, spec)
 			if err != nil {
@@ -419,8 +463,13 @@ func ReadCampaign(b []byte) (*CampaignReport, error) {
 // summary. Arms without complete results are left out of the tables.
 func Recollect(out string, rep *CampaignReport) error {
 	rep.Results = map[string]map[string]Stats{}
+	rep.ArmCounters = map[string]*Counters{}
 	for _, a := range rep.Arms {
-		res, err := collectArm(filepath.Join(out, "arms", a.Name), rep.Suites, rep.Repeats)
+		armDir := filepath.Join(out, "arms", a.Name)
+		if counters, err := ReadCounters(armDir); err == nil && counters != nil {
+			rep.ArmCounters[a.Name] = counters
+		}
+		res, err := collectArm(armDir, rep.Suites, rep.Repeats)
 		if err != nil {
 			continue
 		}
@@ -527,13 +576,58 @@ func WriteCampaignMarkdown(w io.Writer, rep *CampaignReport) {
 	for _, a := range rep.Arms {
 		fmt.Fprintf(w, "| %s | %s | %s |\n", a.Name, a.LBConfig, a.Description)
 	}
+	if c := rep.Capacity; c != nil {
+		fmt.Fprintf(w, "\nCapacity: %s req/s (%s).\n", f1(c.ReqPerS), capacitySource(c))
+	}
+	WriteArmCounters(w, rep)
+	WriteSweeps(w, rep)
 	for _, s := range rep.Suites {
-		fmt.Fprintf(w, "\n## %s\n\nWorkload `%s`, %d requests, fingerprint `%s`.\n\n", s.Key, filepath.Base(s.Workload), s.Requests, s.Fingerprint)
+		fmt.Fprintf(w, "\n## %s\n\nWorkload `%s`, %d requests, fingerprint `%s`", s.Key, filepath.Base(s.Workload), s.Requests, s.Fingerprint)
+		if s.PromptTokens > 0 {
+			fmt.Fprintf(w, "; cache ceiling %d of %d prompt tokens (%s %%, %d-token blocks, replies modelled as %d bytes per token)",
+				s.CeilingTokens, s.PromptTokens, f1(100*float64(s.CeilingTokens)/float64(s.PromptTokens)), s.BlockTokens, workload.CharsPerToken)
+		}
+		fmt.Fprintf(w, ".\n\n")
 		WriteSideBySide(w, rep, s.Key)
 	}
 	fmt.Fprintf(w, "\n![cache hit](cache-hit.svg)\n")
 	for _, s := range rep.Suites {
 		fmt.Fprintf(w, "![TTFT CDF %s](ttft-cdf-%s.svg)\n", s.Key, s.Key)
+	}
+}
+
+// WriteArmCounters writes what the engines and the hub counted over each
+// whole arm: evicted KV blocks, the engines' own prefix-cache hit rate
+// and the hub's session escapes by reason (n/a when the hub does not
+// export them). Nothing when no arm has counter files.
+func WriteArmCounters(w io.Writer, rep *CampaignReport) {
+	if len(rep.ArmCounters) == 0 {
+		return
+	}
+	all := make([]*Counters, 0, len(rep.Arms))
+	for _, a := range rep.Arms {
+		all = append(all, rep.ArmCounters[a.Name])
+	}
+	reasons := reasonsOf(all...)
+	fmt.Fprintf(w, "\n## Engines and hub over each arm\n\nDifferences of the arm's %s/%s and %s: the engines' evicted KV blocks and their own prefix-cache hit rate "+
+		"(hit / looked-up prompt tokens), and the hub's %s by reason (n/a: not exported by this hub).\n\n",
+		EnginesBeforeFile, EnginesAfterFile, HubAfterFile, EscapesSeries)
+	fmt.Fprintf(w, "| arm | evicted blocks | engine prefix-cache hit %% |")
+	for _, r := range reasons {
+		fmt.Fprintf(w, " escapes %s |", r)
+	}
+	fmt.Fprintf(w, "\n|---|---|---|%s\n", strings.Repeat("---|", len(reasons)))
+	for i, a := range rep.Arms {
+		c := all[i]
+		hit := "n/a"
+		if c != nil && c.Engines > 0 && c.PrefixQueryTokens > 0 {
+			hit = f1(100 * c.PrefixHitTokens / c.PrefixQueryTokens)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |", a.Name, evictedText(c), hit)
+		for _, r := range reasons {
+			fmt.Fprintf(w, " %s |", escapesText(c, r))
+		}
+		fmt.Fprintln(w)
 	}
 }
 
@@ -558,6 +652,8 @@ func WriteSideBySide(w io.Writer, rep *CampaignReport, key string) {
 		{"output tok/s", func(s *Stats) string { return f1(s.OutputTPS) }},
 		{"duration s", func(s *Stats) string { return f1(s.DurationS) }},
 		{"cache hit %", func(s *Stats) string { return f1(s.All.CacheHitPct) }},
+		{"cacheable tokens (ceiling)", func(s *Stats) string { return strconv.FormatInt(s.All.CacheableTokens, 10) }},
+		{"cached % of ceiling", func(s *Stats) string { return ceilingText(&s.All) }},
 		{"requests with a hit %", func(s *Stats) string { return f1(s.All.HitSharePct) }},
 		{"returning cache hit %", func(s *Stats) string { return f1(s.Returning.CacheHitPct) }},
 		{"TTFT p50 ms", func(s *Stats) string { return f1(s.All.TTFT.P50) }},
@@ -568,6 +664,8 @@ func WriteSideBySide(w io.Writer, rep *CampaignReport, key string) {
 		{"sessions escaped / followed of eligible", func(s *Stats) string {
 			return fmt.Sprintf("%d / %d of %d", s.Escaped, s.Followed, s.FollowEligible)
 		}},
+		{"engine evicted blocks", func(s *Stats) string { return evictedText(s.Counters) }},
+		{"hub escapes (all reasons)", func(s *Stats) string { return escapesTotalText(s.Counters) }},
 	}
 	for _, row := range rows {
 		fmt.Fprintf(w, "| %s |", row.name)

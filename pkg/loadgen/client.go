@@ -278,7 +278,11 @@ func (c *Client) attempt(ctx context.Context, path string, body []byte, hdr http
 	out.Cluster = resp.Header.Get(headers.StargateClusterID)
 	if out.Cluster == "" {
 		// Through the gateway the hub's header is hidden; a mock engine
-		// started with --engine-id names itself instead.
+		// started with --cluster-id names its cluster, one started with only
+		// --engine-id (one engine per cluster) names itself.
+		out.Cluster = resp.Header.Get(headers.MockClusterID)
+	}
+	if out.Cluster == "" {
 		out.Cluster = resp.Header.Get(headers.MockEngineID)
 	}
 	out.Server = resp.Header.Get(headers.InferenceServerID)

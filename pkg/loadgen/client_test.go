@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/headers"
 	"github.com/stargate-router/stargate/pkg/mockengine"
 	"github.com/stargate-router/stargate/pkg/workload"
 )
@@ -91,6 +92,13 @@ func TestRunAgainstMockEngine(t *testing.T) {
 				}
 				if r.OutputTokens != w.Requests[r.Index].OutputTokens {
 					t.Fatalf("request %d: %d output tokens, asked %d", r.Index, r.OutputTokens, w.Requests[r.Index].OutputTokens)
+				}
+				// One engine with room for everything, sessions that share
+				// nothing, turns one after another: the engine finds
+				// exactly the ceiling, which proves the ceiling lays
+				// prompts out and cuts blocks as the engine does.
+				if r.CachedTokens != r.CacheableTokens {
+					t.Fatalf("request %d (turn %d, %s): engine cached %d tokens, ceiling %d", r.Index, r.Turn, r.Endpoint, r.CachedTokens, r.CacheableTokens)
 				}
 				bySession[r.Session] = append(bySession[r.Session], r)
 			}
@@ -413,4 +421,43 @@ func (p *pieceReader) Read(b []byte) (int, error) {
 	k := copy(b[:min(len(b), p.n)], p.data)
 	p.data = p.data[k:]
 	return k, nil
+}
+
+// The serving cluster comes from the hub's header when the client talks to
+// the hub, else from the mock engine's cluster header (several engines per
+// cluster), else from its engine id (one engine per cluster, named after
+// it).
+func TestClusterFromResponseHeaders(t *testing.T) {
+	url, _ := startMock(t) // its cluster header stays behind the proxy below
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		want    string
+	}{
+		{"hub", map[string]string{headers.StargateClusterID: "hub-view", headers.MockClusterID: "c", headers.MockEngineID: "c-p1-e2"}, "hub-view"},
+		{"cluster header", map[string]string{headers.MockClusterID: "near-a", headers.MockEngineID: "near-a-p1-e2"}, "near-a"},
+		{"engine id only", map[string]string{headers.MockEngineID: "near-b"}, "near-b"},
+	} {
+		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			resp, err := http.Post(url+r.URL.Path, "application/json", r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			defer resp.Body.Close()
+			for k, v := range tc.headers {
+				w.Header().Set(k, v)
+			}
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+		}))
+		c := testClient(proxy.URL, TargetGateway)
+		c.Stream = false
+		r := workload.Request{Turn: 1, Source: workload.SourceNone, Endpoint: "chat", NewInputTokens: 10, OutputTokens: 3}
+		res := c.Do(context.Background(), &Job{Request: &r, RequestID: tc.name, User: "hello"})
+		proxy.Close()
+		if !res.OK() || res.Cluster != tc.want {
+			t.Errorf("%s: cluster %q (ok %v), want %q", tc.name, res.Cluster, res.OK(), tc.want)
+		}
+	}
 }

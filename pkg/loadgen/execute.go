@@ -2,9 +2,11 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/stargate-router/stargate/pkg/workload"
@@ -34,7 +36,33 @@ type RunSpec struct {
 	DefaultTimeout time.Duration
 	// Send replaces Client.Do (tests).
 	Send Sender
+	// Recorder, when set, records the system's counters into Dir before
+	// and after the run (RunRecorder); the run's statistics then carry
+	// what the engines and the hub counted during it.
+	Recorder RunRecorder
 }
+
+// Phases of a RunRecorder call.
+const (
+	PhaseBefore = "before"
+	PhaseAfter  = "after"
+)
+
+// RunRecorder records the state of the system under test around one run,
+// as counter files (EnginesBeforeFile, HubAfterFile, ...) in the run's
+// folder, so a campaign can tell what each run cost the engines (their
+// evictions) and what the hub did (escapes by reason) rate by rate, not
+// only per arm. An ArmStack may implement it.
+type RunRecorder interface {
+	// RecordRun writes the counter files of phase (PhaseBefore or
+	// PhaseAfter) into runDir. A counter the system does not export is
+	// left out, not an error.
+	RecordRun(ctx context.Context, runDir, phase string) error
+}
+
+// recordTimeout bounds a RunRecorder call after the run, which runs on a
+// fresh context so an interrupted run still gets its "after" counters.
+const recordTimeout = 15 * time.Second
 
 // NewHTTPClient returns the HTTP client loadgen uses: no overall timeout
 // (each request has its own), enough idle connections for every worker.
@@ -100,18 +128,37 @@ func Execute(ctx context.Context, spec RunSpec) (*RunReport, error) {
 	if send == nil {
 		send = c.Do
 	}
+	if spec.Recorder != nil {
+		if err := os.MkdirAll(spec.Dir, 0o750); err != nil {
+			return nil, err
+		}
+		if err := spec.Recorder.RecordRun(ctx, spec.Dir, PhaseBefore); err != nil {
+			if stopProgress != nil {
+				stopProgress()
+			}
+			return nil, fmt.Errorf("recording the counters before the run: %w", err)
+		}
+	}
 	out, err := NewRunner(cfg, send).Run(ctx, w)
 	if stopProgress != nil {
 		stopProgress()
 	}
+	var recErr error
+	if spec.Recorder != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		if rerr := spec.Recorder.RecordRun(rctx, spec.Dir, PhaseAfter); rerr != nil {
+			recErr = fmt.Errorf("recording the counters after the run: %w", rerr)
+		}
+		cancel()
+	}
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, recErr)
 	}
 	meta := spec.Meta
 	meta.Suite, meta.Workload, meta.Fingerprint = w.Header.Suite, spec.Path, spec.Fingerprint
 	meta.Seed, meta.Mode, meta.Workers, meta.Params = w.Header.Seed, w.Header.Mode, w.Header.Workers, w.Header.Params
 	meta.Target, meta.URL, meta.Model, meta.Stream = c.Target, c.BaseURL, c.Model, c.Stream
-	meta.Salt, meta.MaxRequests = cfg.Salt, cfg.MaxRequests
+	meta.Salt, meta.MaxRequests, meta.BlockTokens = cfg.Salt, cfg.MaxRequests, blockTokens(cfg.BlockTokens)
 	meta.TimeoutMs, meta.DeadlineMs = cfg.Timeout.Milliseconds(), cfg.Deadline.Milliseconds()
 	meta.FileRequests = len(w.Requests)
 	meta.Interrupted = ctx.Err() != nil
@@ -120,7 +167,15 @@ func Execute(ctx context.Context, spec RunSpec) (*RunReport, error) {
 		return nil, fmt.Errorf("writing results to %s: %w", spec.Dir, err)
 	}
 	if meta.Interrupted {
-		return rep, fmt.Errorf("interrupted (partial results in %s, not marked complete): %w", spec.Dir, context.Cause(ctx))
+		return rep, errors.Join(fmt.Errorf("interrupted (partial results in %s, not marked complete): %w", spec.Dir, context.Cause(ctx)), recErr)
 	}
-	return rep, nil
+	return rep, recErr
+}
+
+// blockTokens is the block size a run's ceiling is counted in.
+func blockTokens(n int) int {
+	if n == 0 {
+		return workload.DefaultBlockTokens
+	}
+	return n
 }

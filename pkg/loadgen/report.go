@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -43,8 +44,11 @@ type Meta struct {
 	Stream      bool           `json:"stream"`
 	Salt        string         `json:"salt,omitempty"`
 	MaxRequests int            `json:"max_requests,omitempty"`
-	TimeoutMs   int64          `json:"timeout_ms,omitempty"`
-	DeadlineMs  int64          `json:"deadline_ms,omitempty"`
+	// BlockTokens is the KV block size the run's cache ceiling was
+	// counted in.
+	BlockTokens int   `json:"block_tokens,omitempty"`
+	TimeoutMs   int64 `json:"timeout_ms,omitempty"`
+	DeadlineMs  int64 `json:"deadline_ms,omitempty"`
 	// FileRequests is the workload's request count.
 	FileRequests int       `json:"file_requests"`
 	Started      time.Time `json:"started"`
@@ -146,6 +150,11 @@ func WriteRun(dir string, meta Meta, out *Output) (*RunReport, error) {
 func renderRun(dir string, meta Meta, records []Record) (*RunReport, error) {
 	meta.Complete = false
 	st := Compute(records, meta.DurationMs/1000, meta.SendWindowMs/1000, targetRate(&meta))
+	counters, err := ReadCounters(dir)
+	if err != nil {
+		return nil, err
+	}
+	st.Counters = counters
 	rep := &RunReport{Meta: meta, Stats: st}
 	if err := writeFile(filepath.Join(dir, TTFTPlot), []byte(TTFTCDF("TTFT CDF: "+runTitle(&meta), map[string][]float64{runTitle(&meta): okTTFTs(records)}))); err != nil {
 		return nil, err
@@ -259,6 +268,15 @@ func writeJSON(path string, v any) error {
 
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
 
+// ceilingText is a class's cached tokens as a share of its ceiling, "-"
+// when nothing was cacheable (or the records predate the ceiling).
+func ceilingText(c *Class) string {
+	if c.CacheableTokens == 0 {
+		return "-"
+	}
+	return f1(c.CeilingPct)
+}
+
 // writeRunMarkdown renders one run (or an aggregate) for humans.
 func writeRunMarkdown(w io.Writer, rep *RunReport) {
 	m, s := &rep.Meta, &rep.Stats
@@ -286,10 +304,10 @@ func writeStatsMarkdown(w io.Writer, s *Stats) {
 	}
 	fmt.Fprintf(w, "| %d | %d | %d | %d | %d | %d | %s | %s | %s | %s |\n\n", s.Requests, s.OK, s.Failed, s.Skipped, s.Aborted, s.Retries,
 		target, f1(s.AchievedRate), f1(s.ThroughputRPS), f1(s.OutputTPS))
-	fmt.Fprintf(w, "| class | requests | ok | cache hit %% | requests with a hit %% | TTFT p50 / p90 / p99 ms | latency p50 / p99 ms |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| class | requests | ok | cache hit %% | cached %% of ceiling | requests with a hit %% | TTFT p50 / p90 / p99 ms | latency p50 / p99 ms |\n|---|---|---|---|---|---|---|---|\n")
 	row := func(name string, c Class) {
-		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s / %s / %s | %s / %s |\n", name, c.Requests, c.OK, f1(c.CacheHitPct), f1(c.HitSharePct),
-			f1(c.TTFT.P50), f1(c.TTFT.P90), f1(c.TTFT.P99), f1(c.Latency.P50), f1(c.Latency.P99))
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s / %s / %s | %s / %s |\n", name, c.Requests, c.OK, f1(c.CacheHitPct), ceilingText(&c),
+			f1(c.HitSharePct), f1(c.TTFT.P50), f1(c.TTFT.P90), f1(c.TTFT.P99), f1(c.Latency.P50), f1(c.Latency.P99))
 	}
 	row("all", s.All)
 	row("new (turn 1)", s.New)
@@ -302,7 +320,23 @@ func writeStatsMarkdown(w io.Writer, s *Stats) {
 	for _, k := range names {
 		row("stream "+k, s.Streams[k])
 	}
+	fmt.Fprintf(w, "\nCache ceiling: %d of the %d prompt tokens of these requests were cacheable at all (an earlier request or its reply held them; "+
+		"counted with an unbounded cache in the mock engine's blocks); %d were cached, %s %% of the ceiling.\n",
+		s.All.CacheableTokens, s.All.PromptTokens, s.All.CachedTokens, ceilingText(&s.All))
 	fmt.Fprintf(w, "\nDecode speed per request (tokens/s): p50 %s, p90 %s, p99 %s.\n\n", f1(s.DecodeTPS.P50), f1(s.DecodeTPS.P90), f1(s.DecodeTPS.P99))
+	if c := s.Counters; c != nil {
+		fmt.Fprintf(w, "During the run the engines evicted %s KV blocks and found %s of the %s prompt tokens they looked up in their prefix caches. ",
+			evictedText(c), strconv.FormatFloat(c.PrefixHitTokens, 'f', -1, 64), strconv.FormatFloat(c.PrefixQueryTokens, 'f', -1, 64))
+		if c.Escapes == nil {
+			fmt.Fprintf(w, "Session escapes by reason: n/a (the hub does not export %s).\n\n", EscapesSeries)
+		} else {
+			parts := make([]string, 0, len(escapeReasons))
+			for _, r := range reasonsOf(c) {
+				parts = append(parts, r+" "+escapesText(c, r))
+			}
+			fmt.Fprintf(w, "Session escapes by reason (hub): %s.\n\n", strings.Join(parts, ", "))
+		}
+	}
 	if len(s.Clusters) > 0 {
 		fmt.Fprintf(w, "| cluster | requests | share %% |\n|---|---|---|\n")
 		for _, c := range s.Clusters {

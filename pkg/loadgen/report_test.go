@@ -105,6 +105,32 @@ func TestWriteRunOutputsParse(t *testing.T) {
 	}
 }
 
+// TestRunReportCeilingAndCounters: a run folder with counter files gets
+// the engines' and the hub's differences in run.json and report.md, and
+// the escapes read n/a when the hub does not export them.
+func TestRunReportCeilingAndCounters(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{EnginesBeforeFile: enginesBefore, EnginesAfterFile: enginesAfter, HubAfterFile: "hub stargate_requests_total 3\n"})
+	out := sampleOutput()
+	out.Records[1].CacheableTokens = 100
+	out.Records[2].CacheableTokens = 1500
+	rep, err := WriteRun(dir, Meta{Suite: "sessions", Mode: "closed", BlockTokens: 16}, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1200 tokens cached of a ceiling of 1600.
+	if c := rep.Stats.Counters; c == nil || c.EvictedBlocks != 22 || c.Escapes != nil || rep.Stats.All.CeilingPct != 75 {
+		t.Fatalf("stats %+v counters %+v", rep.Stats.All, c)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, ReportFile))
+	for _, want := range []string{"cached % of ceiling", "| all | 5 | 4 | 32.4 | 75.0 |", "Cache ceiling: 1600 of the 3700", "engines evicted 22 KV blocks",
+		"found 200 of the 600 prompt tokens", "Session escapes by reason: n/a"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 func TestPlotsOfEmptyAndDegenerateData(t *testing.T) {
 	dir := t.TempDir()
 	for name, svg := range map[string]string{

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/mockengine/kvcache"
 	"github.com/stargate-router/stargate/pkg/workload"
 )
 
@@ -43,17 +44,23 @@ type Record struct {
 	TTFTMs    float64 `json:"ttft_ms"`
 	LatencyMs float64 `json:"latency_ms"`
 	// InputTokens is the estimate sent as x-input-tokens.
-	InputTokens  int    `json:"input_tokens"`
-	PromptTokens int    `json:"prompt_tokens"`
-	CachedTokens int    `json:"cached_tokens"`
-	OutputTokens int    `json:"output_tokens"`
-	Usage        bool   `json:"usage"`
-	Status       int    `json:"status"`
-	Outcome      string `json:"outcome"`
-	Error        string `json:"error,omitempty"`
-	Retries      int    `json:"retries"`
-	Cluster      string `json:"cluster,omitempty"`
-	Server       string `json:"server,omitempty"`
+	InputTokens  int `json:"input_tokens"`
+	PromptTokens int `json:"prompt_tokens"`
+	CachedTokens int `json:"cached_tokens"`
+	// CacheableTokens is this request's share of the run's cache ceiling:
+	// the prompt tokens an unbounded prefix cache in the mock engine's
+	// geometry would have found, because a request sent earlier in the
+	// run (or the reply to one) already held them. No engine can report
+	// more cached tokens for the run than the sum of these.
+	CacheableTokens int    `json:"cacheable_tokens"`
+	OutputTokens    int    `json:"output_tokens"`
+	Usage           bool   `json:"usage"`
+	Status          int    `json:"status"`
+	Outcome         string `json:"outcome"`
+	Error           string `json:"error,omitempty"`
+	Retries         int    `json:"retries"`
+	Cluster         string `json:"cluster,omitempty"`
+	Server          string `json:"server,omitempty"`
 }
 
 // Sender sends one job; Client.Do is the real one, tests use fakes.
@@ -72,6 +79,9 @@ type Config struct {
 	// one workload do not hit each other's caches; every arm of a
 	// comparison uses the same salts.
 	Salt string
+	// BlockTokens is the KV block size (tokens) the run's cache ceiling
+	// is counted in; 0 is the mock engine's default, 16.
+	BlockTokens int
 	// Clock schedules open-loop sends, the deadline and timeouts.
 	Clock clock.Clock
 	// Progress, when set, is told about every finished request.
@@ -102,7 +112,11 @@ var (
 // n waits for done of turn n-1, whose close publishes history.
 type session struct {
 	history []Message
-	failed  bool
+	// blocks is history as the mock engine lays it out, cut into blocks
+	// for the cache ceiling; extended by each turn, so each byte is hashed
+	// once.
+	blocks kvcache.Sequence
+	failed bool
 }
 
 // Output is what a run produced: records in file order of the requests
@@ -122,6 +136,10 @@ type Output struct {
 // actual reply).
 func (r *Runner) Run(ctx context.Context, w *workload.Workload) (*Output, error) {
 	clk := r.cfg.Clock
+	ceiling, err := workload.NewCeilingCache(r.cfg.BlockTokens)
+	if err != nil {
+		return nil, fmt.Errorf("block size: %w", err)
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if r.cfg.Deadline > 0 {
@@ -186,6 +204,8 @@ func (r *Runner) Run(ctx context.Context, w *workload.Workload) (*Output, error)
 			}
 		}
 		j := r.job(w, req, s)
+		prompt, lease := ceilingLookup(ceiling, s, j)
+		rec.CacheableTokens = lease.CachedTokens()
 		rctx, rcancel := context.WithCancelCause(ctx)
 		defer rcancel(nil)
 		if r.cfg.Timeout > 0 {
@@ -202,6 +222,11 @@ func (r *Runner) Run(ctx context.Context, w *workload.Workload) (*Output, error)
 		r.cfg.Progress.sent()
 		res := r.send(rctx, j)
 		fill(rec, &res, sent)
+		var reply []byte
+		if res.OK() {
+			reply = workload.MessageBytes("assistant", res.Reply)
+		}
+		lease.Release(reply)
 		if rec.Outcome == OutcomeError && ctx.Err() != nil {
 			// The run deadline or an interrupt cut it off: not the
 			// target's failure.
@@ -210,6 +235,7 @@ func (r *Runner) Run(ctx context.Context, w *workload.Workload) (*Output, error)
 		if s != nil {
 			if rec.Outcome == OutcomeOK {
 				s.history = append(j.History, Message{Role: "user", Content: j.User}, Message{Role: "assistant", Content: res.Reply})
+				s.blocks = prompt.Extend(reply)
 			} else {
 				s.failed = true
 			}
@@ -256,6 +282,25 @@ func (r *Runner) Run(ctx context.Context, w *workload.Workload) (*Output, error)
 		return out, fmt.Errorf("no request sent: %w", context.Cause(ctx))
 	}
 	return out, nil
+}
+
+// ceilingLookup counts request j against the run's cache ceiling: its
+// prompt (the session's history and the new message, as the mock engine
+// lays them out) is looked up in the unbounded cache and stored at once,
+// when it is sent, which is never later than an engine could store it.
+// The caller releases the lease with the reply once there is one, so the
+// next turn finds it as the engine's cache would.
+func ceilingLookup(kv *kvcache.Cache, s *session, j *Job) (kvcache.Sequence, *kvcache.Lease) {
+	msg := workload.MessageBytes("user", j.User)
+	var prompt kvcache.Sequence
+	if s != nil && len(s.history) > 0 {
+		prompt = s.blocks.Extend(msg)
+	} else {
+		prompt = kv.NewSequence(msg)
+	}
+	lease := kv.Lookup(prompt)
+	lease.Commit()
+	return prompt, lease
 }
 
 // job materialises request req: the salted session id, the history so far

@@ -68,10 +68,17 @@ type Class struct {
 	UsageRequests int   `json:"usage_requests"`
 	PromptTokens  int64 `json:"prompt_tokens"`
 	CachedTokens  int64 `json:"cached_tokens"`
+	// CacheableTokens is the cache ceiling of the same requests: the
+	// prompt tokens an unbounded prefix cache in the mock engine's
+	// geometry would have served (Record.CacheableTokens).
+	CacheableTokens int64 `json:"cacheable_tokens"`
 	// CacheHitPct is 100·cached/prompt tokens; HitSharePct the share of
-	// those requests with any cached token.
+	// those requests with any cached token; CeilingPct is
+	// 100·cached/cacheable tokens, how close the routing came to the best
+	// any routing could do (0 when nothing was cacheable).
 	CacheHitPct float64 `json:"cache_hit_pct"`
 	HitSharePct float64 `json:"hit_share_pct"`
+	CeilingPct  float64 `json:"cached_of_ceiling_pct"`
 	TTFT        Dist    `json:"ttft_ms"`
 	Latency     Dist    `json:"latency_ms"`
 }
@@ -129,6 +136,11 @@ type Stats struct {
 	Moves          int `json:"moves"`
 	// Errors counts failures by message (first 200 bytes), summed.
 	Errors map[string]int `json:"errors,omitempty"`
+	// Counters is what the engines and the hub counted during the run
+	// (evictions, escapes by reason), when the stack recorded counter
+	// files into the run's folder (campaign --compare); summed across
+	// runs.
+	Counters *Counters `json:"counters,omitempty"`
 }
 
 // Compute builds the statistics of one run from its records. duration is
@@ -234,10 +246,10 @@ func Compute(records []Record, durationS, windowS, targetRate float64) Stats {
 
 // classAcc accumulates one Class.
 type classAcc struct {
-	requests, ok, usage int
-	prompt, cached      int64
-	hits                int
-	ttft, latency       []float64
+	requests, ok, usage       int
+	prompt, cached, cacheable int64
+	hits                      int
+	ttft, latency             []float64
 }
 
 func (a *classAcc) count(*Record) { a.requests++ }
@@ -251,6 +263,7 @@ func (a *classAcc) add(r *Record) {
 		a.usage++
 		a.prompt += int64(r.PromptTokens)
 		a.cached += int64(r.CachedTokens)
+		a.cacheable += int64(r.CacheableTokens)
 		if r.CachedTokens > 0 {
 			a.hits++
 		}
@@ -259,9 +272,12 @@ func (a *classAcc) add(r *Record) {
 
 func (a *classAcc) class() Class {
 	c := Class{Requests: a.requests, OK: a.ok, UsageRequests: a.usage, PromptTokens: a.prompt, CachedTokens: a.cached,
-		TTFT: NewDist(a.ttft), Latency: NewDist(a.latency)}
+		CacheableTokens: a.cacheable, TTFT: NewDist(a.ttft), Latency: NewDist(a.latency)}
 	if a.prompt > 0 {
 		c.CacheHitPct = 100 * float64(a.cached) / float64(a.prompt)
+	}
+	if a.cacheable > 0 {
+		c.CeilingPct = 100 * float64(a.cached) / float64(a.cacheable)
 	}
 	if a.usage > 0 {
 		c.HitSharePct = 100 * float64(a.hits) / float64(a.usage)
@@ -378,6 +394,12 @@ func Aggregate(runs []Stats) Stats {
 		for k, c := range r.Streams {
 			streams[k] = append(streams[k], c)
 		}
+		if r.Counters != nil {
+			if out.Counters == nil {
+				out.Counters = &Counters{}
+			}
+			out.Counters.Add(r.Counters)
+		}
 	}
 	out.DurationS = med(func(s *Stats) float64 { return s.DurationS })
 	out.TargetRate = med(func(s *Stats) float64 { return s.TargetRate })
@@ -428,7 +450,7 @@ func aggDist(ds []Dist) Dist {
 
 func aggClass(cs []Class) Class {
 	var out Class
-	var hit, share []float64
+	var hit, share, ceiling []float64
 	ttft, lat := make([]Dist, len(cs)), make([]Dist, len(cs))
 	for i, c := range cs {
 		out.Requests += c.Requests
@@ -436,13 +458,17 @@ func aggClass(cs []Class) Class {
 		out.UsageRequests += c.UsageRequests
 		out.PromptTokens += c.PromptTokens
 		out.CachedTokens += c.CachedTokens
+		out.CacheableTokens += c.CacheableTokens
 		if c.UsageRequests > 0 {
 			hit = append(hit, c.CacheHitPct)
 			share = append(share, c.HitSharePct)
 		}
+		if c.CacheableTokens > 0 {
+			ceiling = append(ceiling, c.CeilingPct)
+		}
 		ttft[i], lat[i] = c.TTFT, c.Latency
 	}
-	out.CacheHitPct, out.HitSharePct = Median(hit), Median(share)
+	out.CacheHitPct, out.HitSharePct, out.CeilingPct = Median(hit), Median(share), Median(ceiling)
 	out.TTFT, out.Latency = aggDist(ttft), aggDist(lat)
 	return out
 }

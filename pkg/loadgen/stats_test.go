@@ -147,3 +147,34 @@ func TestAggregateMediansAndSums(t *testing.T) {
 		t.Fatalf("even count: hit %v p99 %v, want means of the middle two", two.All.CacheHitPct, two.All.TTFT.P99)
 	}
 }
+
+// TestCeilingShare: cached % of ceiling is over the same requests as the
+// cache hit (successful, with usage), summed in a run and the median of
+// the runs' values across runs; counters sum across runs.
+func TestCeilingShare(t *testing.T) {
+	rec := func(prompt, cached, cacheable int) Record {
+		r := ok("a", 2, "c", prompt, cached, 1)
+		r.CacheableTokens = cacheable
+		return r
+	}
+	recs := []Record{rec(100, 40, 80), rec(100, 20, 20), rec(100, 0, 0),
+		{Session: "x", Turn: 2, Outcome: OutcomeError, CacheableTokens: 500}}
+	s := Compute(recs, 1, 1, 0)
+	if s.All.CacheableTokens != 100 || s.All.CeilingPct != 60 || s.Returning.CeilingPct != 60 {
+		t.Fatalf("ceiling %d tokens, cached %v %% of it", s.All.CacheableTokens, s.All.CeilingPct)
+	}
+	if none := Compute([]Record{ok("a", 1, "c", 100, 0, 1)}, 1, 1, 0); none.All.CeilingPct != 0 || ceilingText(&none.All) != "-" {
+		t.Fatalf("nothing cacheable: %v %q", none.All.CeilingPct, ceilingText(&none.All))
+	}
+	other := Compute([]Record{rec(100, 10, 100)}, 1, 1, 0)
+	third := Compute([]Record{rec(100, 50, 50)}, 1, 1, 0)
+	s.Counters = &Counters{Engines: 2, EvictedBlocks: 3, Escapes: map[string]float64{"retry": 1}}
+	third.Counters = &Counters{Engines: 2, EvictedBlocks: 4}
+	agg := Aggregate([]Stats{s, other, third})
+	if agg.All.CacheableTokens != 250 || agg.All.CeilingPct != 60 {
+		t.Fatalf("aggregate: %d tokens, %v %% (want the median of 60, 10 and 100)", agg.All.CacheableTokens, agg.All.CeilingPct)
+	}
+	if c := agg.Counters; c == nil || c.EvictedBlocks != 7 || c.Escapes["retry"] != 1 || c.Engines != 2 {
+		t.Fatalf("aggregate counters %+v", agg.Counters)
+	}
+}

@@ -59,6 +59,9 @@ type Config struct {
 	// EngineID, when set, is sent as x-mock-engine-id on every inference
 	// answer, so a client can tell which engine served it.
 	EngineID string
+	// ClusterID, when set, is sent as x-mock-cluster-id beside
+	// x-mock-engine-id, for fleets with several engines per cluster.
+	ClusterID string
 	// DisableStatsStream makes the engine stats stream answer 404, so the
 	// pylon's fallback estimators can be exercised.
 	DisableStatsStream bool
@@ -109,6 +112,7 @@ func (c *Config) Register(fs *cli.FlagSet) {
 	fs.Uint64(&c.Seed, "seed", "MOCK_ENGINE_SEED", d.Seed, "seed of output text, generated ids and jitter")
 	fs.Millis(&c.HealthDelay, "health-delay-ms", "MOCK_ENGINE_HEALTH_DELAY_MS", d.HealthDelay, "delay before GET /health answers")
 	fs.String(&c.EngineID, "engine-id", "MOCK_ENGINE_ENGINE_ID", "", "sent as x-mock-engine-id on every inference answer (e.g. the cluster name), so clients can see where a request ran")
+	fs.String(&c.ClusterID, "cluster-id", "MOCK_ENGINE_CLUSTER_ID", "", "sent as x-mock-cluster-id on every inference answer, so clients can tell the cluster from the engine when a cluster has several")
 	fs.Bool(&c.DisableStatsStream, "disable-stats-stream", "MOCK_ENGINE_DISABLE_STATS_STREAM", d.DisableStatsStream, "answer 404 on the engine stats stream (exercises pylon's fallback)")
 	fs.Int64(&c.MaxBodyBytes, "max-body-bytes", "MOCK_ENGINE_MAX_BODY_BYTES", d.MaxBodyBytes, "largest accepted request body; larger gets 413")
 }

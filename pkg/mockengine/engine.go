@@ -196,6 +196,9 @@ func (e *Engine) serveGeneration(w http.ResponseWriter, r *http.Request, endpoin
 	if e.cfg.EngineID != "" {
 		h.Set(headers.MockEngineID, e.cfg.EngineID)
 	}
+	if e.cfg.ClusterID != "" {
+		h.Set(headers.MockClusterID, e.cfg.ClusterID)
+	}
 
 	run := &run{
 		e: e, g: g, w: w, ctx: ctx, requestID: requestID, arrived: arrived,

@@ -372,11 +372,13 @@ func TestKVStatsAndMetrics(t *testing.T) {
 	}
 }
 
-// --engine-id names the engine on every inference answer; unset, no header.
+// --engine-id and --cluster-id name the engine and its cluster on every
+// inference answer; unset, no header.
 func TestEngineIDHeader(t *testing.T) {
 	for _, id := range []string{"", "cluster-a"} {
 		cfg := fastConfig()
 		cfg.EngineID = id
+		cfg.ClusterID = id
 		_, url := startServer(t, cfg)
 		resp := postJSON(t, url+"/v1/chat/completions", `{"model":"`+cfg.ModelName+`","messages":[{"role":"user","content":"hi"}]}`, nil)
 		_, _ = io.Copy(io.Discard, resp.Body)
@@ -386,6 +388,9 @@ func TestEngineIDHeader(t *testing.T) {
 		}
 		if got, ok := resp.Header[http.CanonicalHeaderKey(headers.MockEngineID)]; (id == "") == ok || (ok && got[0] != id) {
 			t.Fatalf("engine id %q: header %v", id, got)
+		}
+		if got, ok := resp.Header[http.CanonicalHeaderKey(headers.MockClusterID)]; (id == "") == ok || (ok && got[0] != id) {
+			t.Fatalf("cluster id %q: header %v", id, got)
 		}
 	}
 }

@@ -10,4 +10,10 @@
 // a 120k-token prompt costs a line in the file, and the simulator can reason
 // in tokens while the load generator sends real prompts whose byte length
 // matches (the mock engine counts CharsPerToken bytes per token).
+//
+// Every name a workload carries comes from its seed and salt (NameTag), so
+// two seeds share no session key and no prompt. CacheCeiling says how
+// much of a workload's prompt tokens any prefix cache could serve at all,
+// in the mock engine's block model: the ceiling a router's cache hits are
+// measured against.
 package workload

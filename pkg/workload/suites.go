@@ -1,6 +1,9 @@
 package workload
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -34,8 +37,16 @@ const (
 	// integers on every platform.
 	ArrivalUniform = "uniform"
 	// ArrivalPoisson draws exponential gaps (math.Log), burstier and closer
-	// to real traffic.
+	// to real traffic; the default of the open-loop sessions suite.
 	ArrivalPoisson = "poisson"
+)
+
+// Rate bounds of every open-loop suite (req/s): below the lowest, offsets
+// in milliseconds would overflow long before a workload ends; above the
+// highest, most requests would share their millisecond.
+const (
+	MinRate = 0.001
+	MaxRate = 1e6
 )
 
 // SuiteParams are the knobs of the suite generators. A zero field takes
@@ -46,10 +57,22 @@ type SuiteParams struct {
 	// Seed makes the workload: the same seed and params give the same
 	// bytes.
 	Seed uint64
+	// Salt is mixed with Seed into every name the workload carries
+	// (session ids, which are also its prompt_cache_keys, conversation
+	// ids and x-multi-turn-session-id values) and so into every prompt:
+	// two seeds, or two salts, never share a key or a cached prefix.
+	Salt string
 	// Model is written in the header and sent in every request.
 	Model string
-	// Rate is the capacity suite's target rate in req/s.
+	// Rate is the open-loop target rate in requests per second: capacity's
+	// rate, mixed's total (split 2:1 between its hot and short streams),
+	// and for sessions the switch to open loop (0 keeps it closed loop on
+	// Workers).
 	Rate float64
+	// ThinkTime is the least time between the scheduled sends of two
+	// turns of one session in the capacity suite and the open-loop
+	// sessions suite.
+	ThinkTime time.Duration
 	// Duration is the open-loop send window (capacity, mixed).
 	Duration time.Duration
 	// Workers is the closed-loop worker count (smoke, sessions,
@@ -87,15 +110,18 @@ func DefaultsFor(suite string) (SuiteParams, error) {
 	case SuiteSmoke:
 		p.Workers, p.FirstTokens, p.TurnTokens, p.OutputTokens = 4, 300, 50, 16
 	case SuiteCapacity:
-		p.Rate, p.Duration, p.Turns = 8, 120*time.Second, 3
+		p.Rate, p.Duration, p.Turns, p.ThinkTime = 8, 120*time.Second, 3, 2*time.Second
 		p.FirstTokens, p.TurnTokens, p.OutputTokens, p.AnonShare = 1000, 100, 32, 0.1
 	case SuiteSessions:
 		p.Workers, p.Sessions, p.Turns, p.Interleave = 16, 128, 6, 2
 		p.FirstTokens, p.TurnTokens, p.OutputTokens, p.AnonShare = 1500, 150, 48, 0.1
+		// Open loop only (a Rate given): Poisson arrivals, turns of a
+		// session at least as far apart as capacity's.
+		p.Arrival, p.ThinkTime = ArrivalPoisson, 2*time.Second
 	case SuiteHighContext:
 		p.Workers, p.OutputTokens = 32, 64
 	case SuiteMixed:
-		p.Duration, p.OutputTokens, p.AnonShare = 60*time.Second, 32, 0.2
+		p.Rate, p.Duration, p.OutputTokens, p.AnonShare = MixedHotRate+MixedShortRate, 60*time.Second, 32, 0.2
 	default:
 		return p, fmt.Errorf("unknown suite %q (want one of %v)", suite, Suites)
 	}
@@ -112,6 +138,9 @@ func (p *SuiteParams) fill(d SuiteParams) {
 	}
 	if p.Duration == 0 {
 		p.Duration = d.Duration
+	}
+	if p.ThinkTime == 0 {
+		p.ThinkTime = d.ThinkTime
 	}
 	if p.Workers == 0 {
 		p.Workers = d.Workers
@@ -161,11 +190,22 @@ func (p *SuiteParams) validate(suite string) error {
 	if p.Arrival != ArrivalUniform && p.Arrival != ArrivalPoisson {
 		bad("arrival", "want %s or %s, got %q", ArrivalUniform, ArrivalPoisson, p.Arrival)
 	}
+	rateOK := p.Rate >= MinRate && p.Rate <= MaxRate
+	switch suite {
+	case SuiteCapacity, SuiteMixed:
+		if !rateOK {
+			bad("rate", "must be a rate in %v..%v req/s, got %v", MinRate, MaxRate, p.Rate)
+		}
+	case SuiteSessions:
+		if p.Rate != 0 && !rateOK {
+			bad("rate", "must be 0 (closed loop) or a rate in %v..%v req/s, got %v", MinRate, MaxRate, p.Rate)
+		}
+	}
+	if p.ThinkTime < 0 {
+		bad("think-time", "must be >= 0 (0 = suite default), got %v", p.ThinkTime)
+	}
 	switch suite {
 	case SuiteCapacity:
-		if !(p.Rate > 0) || math.IsInf(p.Rate, 0) {
-			bad("rate", "must be a finite rate > 0 req/s, got %v", p.Rate)
-		}
 		if p.Turns < 1 {
 			bad("turns", "must be >= 1, got %d", p.Turns)
 		}
@@ -178,6 +218,12 @@ func (p *SuiteParams) validate(suite string) error {
 		}
 		if p.Interleave < 1 {
 			bad("interleave", "must be >= 1, got %d", p.Interleave)
+		}
+		// Each session sends at most one turn per think time, so fewer
+		// sessions than rate × think time cannot carry the rate.
+		if need := p.Rate * p.ThinkTime.Seconds(); p.Rate > 0 && p.Turns > 1 && float64(p.Sessions) < need {
+			bad("sessions", "%d sessions cannot carry --rate %v req/s with turns --think-time %v apart: it needs at least rate × think time = %v (raise --sessions or lower --think-time)",
+				p.Sessions, p.Rate, p.ThinkTime, math.Ceil(need))
 		}
 	}
 	if (suite == SuiteCapacity || suite == SuiteMixed) && p.Duration < time.Millisecond {
@@ -209,7 +255,7 @@ func Generate(suite string, p SuiteParams) (*Workload, error) {
 	if err := p.validate(suite); err != nil {
 		return nil, err
 	}
-	g := &gen{p: p, rng: newRNG(p.Seed, suite)}
+	g := &gen{p: p, rng: newRNG(p.Seed, suite), tag: NameTag(p.Seed, p.Salt)}
 	var w *Workload
 	switch suite {
 	case SuiteSmoke:
@@ -217,7 +263,11 @@ func Generate(suite string, p SuiteParams) (*Workload, error) {
 	case SuiteCapacity:
 		w = g.capacity()
 	case SuiteSessions:
-		w = g.sessions()
+		if p.Rate > 0 {
+			w = g.openSessions()
+		} else {
+			w = g.sessions()
+		}
 	case SuiteHighContext:
 		w = g.highContext()
 	case SuiteMixed:
@@ -229,6 +279,9 @@ func Generate(suite string, p SuiteParams) (*Workload, error) {
 	w.Header.Model = p.Model
 	if w.Header.Params == nil {
 		w.Header.Params = map[string]any{}
+	}
+	if p.Salt != "" {
+		w.Header.Params["salt"] = p.Salt
 	}
 	for i := range w.Requests {
 		w.Requests[i].Index = i
@@ -272,6 +325,28 @@ func (r *rng) around(mean int, scale float64) int {
 type gen struct {
 	p   SuiteParams
 	rng *rng
+	// tag is NameTag(seed, salt), part of every session id.
+	tag string
+}
+
+// NameTag is the part of every session id that comes from the seed and
+// the salt: 12 hex digits (48 bits) of SHA-256, so two seeds or two
+// salts give disjoint ids (and, since prompt text is keyed by the id,
+// disjoint prompts). A campaign also derives its per-repeat run salts
+// from it.
+func NameTag(seed uint64, salt string) string {
+	h := sha256.New()
+	h.Write([]byte("stargate-loadgen-names\x00"))
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], seed)
+	h.Write(b[:])
+	h.Write([]byte(salt))
+	return hex.EncodeToString(h.Sum(nil)[:6])
+}
+
+// name is a session id: prefix, the seed's tag, then n.
+func (g *gen) name(prefix, format string, args ...any) string {
+	return prefix + "-" + g.tag + "-" + fmt.Sprintf(format, args...)
 }
 
 // source picks how a session names itself: mostly prompt_cache_key, some
@@ -310,7 +385,7 @@ func (g *gen) smoke() *Workload {
 			if t == 1 {
 				in = p.FirstTokens
 			}
-			reqs = append(reqs, Request{Worker: s % p.Workers, Session: fmt.Sprintf("smoke-%02d", s), Turn: t, Source: src, Endpoint: ep,
+			reqs = append(reqs, Request{Worker: s % p.Workers, Session: g.name("smoke", "%02d", s), Turn: t, Source: src, Endpoint: ep,
 				NewInputTokens: g.rng.around(in, p.Scale), OutputTokens: g.rng.around(p.OutputTokens, 1)})
 		}
 	}
@@ -336,7 +411,7 @@ func (g *gen) sessions() *Workload {
 	owned := make([][]sess, p.Workers)
 	for s := range p.Sessions {
 		src, ep := g.source()
-		owned[s%p.Workers] = append(owned[s%p.Workers], sess{fmt.Sprintf("sess-%04d", s), src, ep})
+		owned[s%p.Workers] = append(owned[s%p.Workers], sess{g.name("sess", "%04d", s), src, ep})
 	}
 	var reqs []Request
 	for w, list := range owned {
@@ -391,7 +466,7 @@ func (g *gen) highContext() *Workload {
 		}
 		for s, class := range order {
 			src, ep := g.source()
-			id := fmt.Sprintf("hc-w%02d-s%d-%s", w, s, class)
+			id := g.name("hc", "w%02d-s%d-%s", w, s, class)
 			held := 0 // tokens the conversation holds before this turn
 			for t, total := range HighContextTotals[class] {
 				want := max(int(math.Round(float64(total)*p.Scale)), 1)
@@ -466,7 +541,7 @@ func (g *gen) stream(s *openStream, duration time.Duration) []Request {
 			o, waiting = waiting[0], waiting[1:]
 		} else {
 			src, ep := g.source()
-			o = &open{id: fmt.Sprintf("%s-%05d", s.prefix, s.sessionCount), src: src, ep: ep, next: 1}
+			o = &open{id: g.name(s.prefix, "%05d", s.sessionCount), src: src, ep: ep, next: 1}
 			s.sessionCount++
 		}
 		in := s.turn
@@ -484,40 +559,143 @@ func (g *gen) stream(s *openStream, duration time.Duration) []Request {
 }
 
 // capacity is an open-loop stream at Rate for Duration: three-turn
-// sessions (turns at least 2 s apart) and a share of anonymous requests.
+// sessions (turns at least ThinkTime, 2 s, apart) and a share of
+// anonymous requests.
 func (g *gen) capacity() *Workload {
 	p := g.p
-	s := &openStream{rate: p.Rate, turns: p.Turns, gapMs: 2000, first: p.FirstTokens, turn: p.TurnTokens, out: p.OutputTokens,
+	s := &openStream{rate: p.Rate, turns: p.Turns, gapMs: p.ThinkTime.Milliseconds(), first: p.FirstTokens, turn: p.TurnTokens, out: p.OutputTokens,
 		anonShare: p.AnonShare, prefix: fmt.Sprintf("cap%g", p.Rate)}
 	reqs := g.stream(s, p.Duration)
 	return &Workload{Header: Header{Mode: ModeOpen, DurationMs: p.Duration.Milliseconds(), Params: map[string]any{
 		"target_rate": p.Rate, "duration_ms": p.Duration.Milliseconds(), "turns": p.Turns, "arrival": p.Arrival,
-		"first_tokens": p.FirstTokens, "turn_tokens": p.TurnTokens, "output_tokens": p.OutputTokens,
+		"think_time_ms": p.ThinkTime.Milliseconds(), "first_tokens": p.FirstTokens, "turn_tokens": p.TurnTokens, "output_tokens": p.OutputTokens,
 		"anon_share": p.AnonShare, "scale": p.Scale,
 	}}, Requests: reqs}
 }
 
-// Mixed stream rates (req/s), upstream Stargate's campaign's caps.
+// Mixed stream rates (req/s), upstream Stargate's campaign's caps: the
+// default Rate of the mixed suite is their sum, and any other Rate keeps
+// their 2:1 split.
 const (
 	MixedHotRate   = 8
 	MixedShortRate = 4
 )
 
 // mixed runs two open-loop streams at once: "hot", long sessions (12
-// turns, 4k-token first message, at least 1.5 s between turns) at 8 req/s,
-// and "short", two-turn sessions of small prompts with a share of
-// anonymous requests at 4 req/s. Requests are merged by send time.
+// turns, 4k-token first message, at least 1.5 s between turns) at two
+// thirds of Rate (8 req/s by default), and "short", two-turn sessions of
+// small prompts with a share of anonymous requests at the other third
+// (4 req/s). Requests are merged by send time.
 func (g *gen) mixed() *Workload {
 	p := g.p
-	hot := &openStream{label: "hot", rate: MixedHotRate, turns: 12, gapMs: 1500, first: 4000, turn: 200, out: p.OutputTokens, prefix: "hot"}
-	short := &openStream{label: "short", rate: MixedShortRate, turns: 2, gapMs: 1000, first: 500, turn: 100, out: max(p.OutputTokens/2, 1),
+	hotRate := p.Rate * MixedHotRate / (MixedHotRate + MixedShortRate)
+	shortRate := p.Rate * MixedShortRate / (MixedHotRate + MixedShortRate)
+	hot := &openStream{label: "hot", rate: hotRate, turns: 12, gapMs: 1500, first: 4000, turn: 200, out: p.OutputTokens, prefix: "hot"}
+	short := &openStream{label: "short", rate: shortRate, turns: 2, gapMs: 1000, first: 500, turn: 100, out: max(p.OutputTokens/2, 1),
 		anonShare: p.AnonShare, prefix: "short"}
 	reqs := g.stream(hot, p.Duration)
 	reqs = append(reqs, g.stream(short, p.Duration)...)
 	slices.SortStableFunc(reqs, func(a, b Request) int { return int(a.AtMs - b.AtMs) })
 	return &Workload{Header: Header{Mode: ModeOpen, DurationMs: p.Duration.Milliseconds(), Params: map[string]any{
-		"hot_rate": MixedHotRate, "short_rate": MixedShortRate, "target_rate": MixedHotRate + MixedShortRate,
+		"hot_rate": hotRate, "short_rate": shortRate, "target_rate": p.Rate,
 		"duration_ms": p.Duration.Milliseconds(), "arrival": p.Arrival, "output_tokens": p.OutputTokens,
 		"anon_share": p.AnonShare, "scale": p.Scale,
 	}}, Requests: reqs}
+}
+
+// sessionPlan is one session of the open-loop sessions suite, drawn
+// before any arrival so that its id, source and sizes do not depend on
+// the rate: every rate of a sweep sends the same sessions.
+type sessionPlan struct {
+	id, src, ep string
+	// in and out are the new-message and reply sizes of each turn.
+	in, out []int
+}
+
+// openSessions is the sessions suite in open loop: the same Sessions
+// sessions of Turns turns as the closed loop (sizes drawn the same way),
+// sent by arrivals at Rate req/s (Poisson by default). Each arrival is
+// anonymous with probability AnonShare/(1+AnonShare) (about AnonShare
+// anonymous requests per session turn, as in closed loop); otherwise it
+// is the next turn of the session that has been ready longest (its
+// previous turn was scheduled at least ThinkTime earlier), else the first
+// turn of the next session not yet started, else nothing: when every
+// session has started and none is ready, the arrival is dropped, which
+// thins the rate while the last sessions finish. It ends when every
+// session has sent every turn.
+func (g *gen) openSessions() *Workload {
+	p := g.p
+	plans := make([]sessionPlan, p.Sessions)
+	for s := range plans {
+		src, ep := g.source()
+		pl := sessionPlan{id: g.name("sess", "%04d", s), src: src, ep: ep, in: make([]int, p.Turns), out: make([]int, p.Turns)}
+		for t := range p.Turns {
+			mean := p.TurnTokens
+			if t == 0 {
+				mean = p.FirstTokens
+			}
+			pl.in[t], pl.out[t] = g.rng.around(mean, p.Scale), g.rng.around(p.OutputTokens, 1)
+		}
+		plans[s] = pl
+	}
+	arr := newRNG(p.Seed, SuiteSessions+"/arrivals")
+	next := g.arrivalClock(arr, p.Rate)
+	anonP := p.AnonShare / (1 + p.AnonShare)
+	thinkMs := p.ThinkTime.Milliseconds()
+	type open struct {
+		plan    *sessionPlan
+		turn    int // the next turn to send, from 0
+		readyAt int64
+	}
+	var ready []*open // FIFO by readyAt: arrivals never go back in time
+	var reqs []Request
+	started, finished := 0, 0
+	for finished < len(plans) {
+		at := next()
+		if arr.float() < anonP {
+			reqs = append(reqs, anonymous(0, at, "", arr.around(p.FirstTokens, p.Scale), arr.around(p.OutputTokens, 1)))
+			continue
+		}
+		var o *open
+		switch {
+		case len(ready) > 0 && ready[0].readyAt <= at:
+			o, ready = ready[0], ready[1:]
+		case started < len(plans):
+			o = &open{plan: &plans[started]}
+			started++
+		default:
+			continue // no session can send now: the arrival is thinned
+		}
+		pl := o.plan
+		reqs = append(reqs, Request{AtMs: at, Session: pl.id, Turn: o.turn + 1, Source: pl.src, Endpoint: pl.ep,
+			NewInputTokens: pl.in[o.turn], OutputTokens: pl.out[o.turn]})
+		if o.turn++; o.turn < p.Turns {
+			o.readyAt = at + thinkMs
+			ready = append(ready, o)
+		} else {
+			finished++
+		}
+	}
+	return &Workload{Header: Header{Mode: ModeOpen, DurationMs: reqs[len(reqs)-1].AtMs + 1, Params: map[string]any{
+		"target_rate": p.Rate, "arrival": p.Arrival, "think_time_ms": thinkMs, "sessions": p.Sessions, "turns": p.Turns,
+		"first_tokens": p.FirstTokens, "turn_tokens": p.TurnTokens, "output_tokens": p.OutputTokens,
+		"anon_share": p.AnonShare, "scale": p.Scale,
+	}}, Requests: reqs}
+}
+
+// arrivalClock returns the successive send offsets (ms) of an open-loop
+// stream at rate, without end: exactly 1/rate apart (uniform) or
+// exponential gaps (poisson), drawn from r.
+func (g *gen) arrivalClock(r *rng, rate float64) func() int64 {
+	k := 0
+	t := 0.0
+	return func() int64 {
+		if g.p.Arrival == ArrivalPoisson {
+			t += -math.Log(1-r.float()) * 1000 / rate
+			return int64(t)
+		}
+		at := int64(math.Floor(float64(k) * 1000 / rate))
+		k++
+		return at
+	}
 }

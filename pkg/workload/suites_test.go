@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,6 +39,51 @@ var small = map[string]SuiteParams{
 	SuiteMixed:       {Duration: 10 * time.Second},
 }
 
+// TestNamesFollowSeedAndSalt: every session id (which is also the
+// request's prompt_cache_key, conversation id or x-multi-turn-session-id)
+// comes from the seed and the salt, so two seeds, or two salts, share no
+// key, and no prompt: text is keyed by the id.
+func TestNamesFollowSeedAndSalt(t *testing.T) {
+	ids := func(w *Workload) map[string]bool {
+		m := map[string]bool{}
+		for _, r := range w.Requests {
+			if r.Session != "" {
+				m[r.Session] = true
+			}
+		}
+		return m
+	}
+	for _, suite := range Suites {
+		t.Run(suite, func(t *testing.T) {
+			base := small[suite]
+			for _, other := range []struct {
+				seed uint64
+				salt string
+			}{{2, ""}, {1, "b"}} {
+				p, q := base, base
+				p.Seed, p.Salt = 1, ""
+				q.Seed, q.Salt = other.seed, other.salt
+				a, b := ids(generate(t, suite, p)), ids(generate(t, suite, q))
+				if len(a) == 0 || len(b) == 0 {
+					t.Fatal("no session")
+				}
+				for id := range b {
+					if a[id] {
+						t.Fatalf("seed 1 and seed %d salt %q share session id %q", other.seed, other.salt, id)
+					}
+				}
+			}
+		})
+	}
+	if x := NameTag(1, "x"); NameTag(1, "") == NameTag(2, "") || NameTag(1, "a") == NameTag(1, "b") || x != NameTag(1, "x") || len(x) != 12 {
+		t.Fatal("NameTag is not a 12-digit function of seed and salt")
+	}
+	w := generate(t, SuiteSmoke, SuiteParams{Seed: 1, Salt: "s1"})
+	if w.Header.Params["salt"] != "s1" {
+		t.Fatalf("the salt is not recorded: %v", w.Header.Params)
+	}
+}
+
 func TestGenerateDeterministicBySeed(t *testing.T) {
 	for _, suite := range Suites {
 		t.Run(suite, func(t *testing.T) {
@@ -57,7 +103,7 @@ func TestGenerateDeterministicBySeed(t *testing.T) {
 				t.Fatalf("read back: %v, %s vs %s", err, fp2, fp)
 			}
 			p.Seed = 43
-			if suite != SuiteHighContext && fingerprint(t, generate(t, suite, p)) == fingerprint(t, a) {
+			if fingerprint(t, generate(t, suite, p)) == fingerprint(t, a) {
 				t.Fatal("another seed gave the same bytes")
 			}
 		})
@@ -225,6 +271,86 @@ func TestCapacityRate(t *testing.T) {
 	}
 }
 
+// TestOpenLoopSessions: with a rate the sessions suite is open loop: the
+// same sessions as at any other rate, every turn scheduled at least the
+// think time after its previous turn, arrivals at the rate.
+func TestOpenLoopSessions(t *testing.T) {
+	p := SuiteParams{Seed: 4, Sessions: 30, Turns: 4, Rate: 5, ThinkTime: 3 * time.Second, AnonShare: 0.1}
+	w := generate(t, SuiteSessions, p)
+	if w.Header.Mode != ModeOpen || w.Header.Workers != 0 || w.Header.Params["target_rate"] != 5.0 ||
+		w.Header.Params["arrival"] != ArrivalPoisson || w.Header.Params["think_time_ms"] != int64(3000) {
+		t.Fatalf("header %+v", w.Header)
+	}
+	by := checkSessions(t, w)
+	anon := 0
+	for _, r := range w.Requests {
+		if r.Session == "" {
+			anon++
+		}
+	}
+	if len(by) != 30 || len(w.Requests) != 30*4+anon || anon == 0 {
+		t.Fatalf("%d sessions, %d requests, %d anonymous", len(by), len(w.Requests), anon)
+	}
+	for id, turns := range by {
+		if len(turns) != 4 {
+			t.Fatalf("session %s has %d turns", id, len(turns))
+		}
+		for k := 1; k < len(turns); k++ {
+			if gap := turns[k].AtMs - turns[k-1].AtMs; gap < 3000 {
+				t.Fatalf("session %s: turns %d and %d are %d ms apart", id, k, k+1, gap)
+			}
+		}
+	}
+	// Poisson arrivals at 5 req/s: over the first 100 requests (before
+	// the last sessions thin the tail) the mean gap is near 200 ms.
+	if mean := float64(w.Requests[99].AtMs) / 99; mean < 140 || mean > 270 {
+		t.Fatalf("mean gap %.0f ms at 5 req/s", mean)
+	}
+	// Another rate sends the same sessions with the same sizes.
+	p.Rate = 9
+	other := checkSessions(t, generate(t, SuiteSessions, p))
+	for id, turns := range by {
+		o := other[id]
+		if len(o) != len(turns) {
+			t.Fatalf("session %s missing at 9 req/s", id)
+		}
+		for k := range turns {
+			if o[k].NewInputTokens != turns[k].NewInputTokens || o[k].OutputTokens != turns[k].OutputTokens || o[k].Source != turns[k].Source {
+				t.Fatalf("session %s turn %d differs between rates", id, k+1)
+			}
+		}
+	}
+	// Uniform arrivals are exactly 1000/rate ms apart.
+	p.Arrival = ArrivalUniform
+	p.AnonShare = -1
+	u := generate(t, SuiteSessions, p)
+	for i := 1; i < 30; i++ { // the first 30 all start sessions: none is ready yet
+		if want := int64(math.Floor(float64(i) * 1000 / 9)); u.Requests[i].AtMs != want {
+			t.Fatalf("uniform request %d at %d ms, want %d", i, u.Requests[i].AtMs, want)
+		}
+	}
+	// Closed loop stays the default.
+	if c := generate(t, SuiteSessions, SuiteParams{Seed: 4, Sessions: 30, Turns: 4}); c.Header.Mode != ModeClosed {
+		t.Fatalf("no rate: mode %s", c.Header.Mode)
+	}
+	// Too few sessions for the rate: each sends at most one turn per think time.
+	_, err := Generate(SuiteSessions, SuiteParams{Sessions: 10, Turns: 3, Rate: 6, ThinkTime: 2 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "--sessions") || !strings.Contains(err.Error(), "12") {
+		t.Fatalf("10 sessions at 6 req/s, 2 s apart: %v", err)
+	}
+}
+
+func TestMixedRate(t *testing.T) {
+	w := generate(t, SuiteMixed, SuiteParams{Seed: 11, Duration: 10 * time.Second, Rate: 24})
+	count := map[string]int{}
+	for _, r := range w.Requests {
+		count[r.Stream]++
+	}
+	if count["hot"] != 160 || count["short"] != 80 || w.Header.Params["target_rate"] != 24.0 {
+		t.Fatalf("mixed at 24 req/s for 10 s: streams %v, params %v", count, w.Header.Params)
+	}
+}
+
 func TestMixedStreams(t *testing.T) {
 	w := generate(t, SuiteMixed, SuiteParams{Seed: 11, Duration: 30 * time.Second})
 	count := map[string]int{}
@@ -260,6 +386,9 @@ func TestGenerateRejectsBadParams(t *testing.T) {
 		{SuiteSessions, SuiteParams{Sessions: -2}, "--sessions"},
 		{SuiteHighContext, SuiteParams{Scale: -1}, "--scale"},
 		{SuiteMixed, SuiteParams{Arrival: "burst"}, "--arrival"},
+		{SuiteMixed, SuiteParams{Rate: -1}, "--rate"},
+		{SuiteSessions, SuiteParams{Rate: math.Inf(1)}, "--rate"},
+		{SuiteCapacity, SuiteParams{ThinkTime: -time.Second}, "--think-time"},
 		{SuiteSmoke, SuiteParams{Workers: -1}, "--workers"},
 		{"nope", SuiteParams{}, "unknown suite"},
 	} {

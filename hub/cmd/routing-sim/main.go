@@ -14,10 +14,12 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stargate-router/stargate/hub/internal/sim"
+	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/workload"
 )
 
@@ -28,9 +30,9 @@ Usage:
   routing-sim --print-fleet            print the built-in fleet as JSON (a starting point for --fleet)
   routing-sim --print-arm NAME         print a built-in arm's lb-config.json
 
-Arms (--arms, comma-separated): a built-in name (%s),
-NAME=path/to/lb-config.json, or a path (named after the file). In a config file the model key
-"$MODEL" stands for the workload's model.
+Arms (--arms, comma-separated): a built-in name (%s; "oracle" is
+accepted for greedy-ttft), NAME=path/to/lb-config.json, or a path (named after the file). In a
+config file the model key "$MODEL" stands for the workload's model.
 
 Flags:
 `
@@ -49,9 +51,16 @@ type config struct {
 	parallel   int
 	interval   time.Duration
 	changeGap  time.Duration
+	affinity   string
+	factor     float64
+	factorSet  bool
 	printFleet bool
 	printArm   string
 	quiet      bool
+	// backendAffinity and loadFactor are the hub's --backend-affinity
+	// and --backend-affinity-load-factor.
+	backendAffinity string
+	loadFactor      float64
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -71,9 +80,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.parallel, "parallel", runtime.GOMAXPROCS(0), "arms simulated at once (the output does not depend on it)")
 	fs.DurationVar(&c.interval, "pylon-interval", 0, "override the fleet's pylon report interval (e.g. 1s)")
 	fs.DurationVar(&c.changeGap, "pylon-change-gap", -1, "override the fleet's pylon change gap (0 = report on the interval only)")
+	fs.StringVar(&c.affinity, "engine-affinity", "", "override the fleet's pylon engine choice: on (by affinity key) or off (least outstanding)")
+	fs.Func("engine-affinity-load-factor", "override the fleet's pylon engine-affinity load factor (≥ 1; negative = no load bound)", func(s string) error {
+		v, err := strconv.ParseFloat(s, 64)
+		c.factor, c.factorSet = v, true
+		return err
+	})
 	fs.BoolVar(&c.printFleet, "print-fleet", false, "print the built-in fleet JSON and exit")
 	fs.StringVar(&c.printArm, "print-arm", "", "print a built-in arm's lb-config.json and exit")
 	fs.BoolVar(&c.quiet, "quiet", false, "do not print the table to stdout")
+	fs.StringVar(&c.backendAffinity, "backend-affinity", "on", "the hub's --backend-affinity: on (by affinity key, bounded load) or off (round robin) inside a cluster")
+	fs.Float64Var(&c.loadFactor, "backend-affinity-load-factor", state.DefaultBackendAffinityLoadFactor, "the hub's --backend-affinity-load-factor (0: no bound)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -102,8 +119,8 @@ func (c *config) do(stdout io.Writer) error {
 	}
 	if c.printArm != "" {
 		a, ok := sim.BuiltinArm(c.printArm)
-		if !ok || a.Oracle {
-			return fmt.Errorf("no built-in lb-config arm %q (have %s)", c.printArm, strings.Join(sim.BuiltinArmNames()[:5], ", "))
+		if !ok || a.GreedyTTFT {
+			return fmt.Errorf("no built-in lb-config arm %q (have %s)", c.printArm, strings.Join(sim.BuiltinConfigArmNames(), ", "))
 		}
 		_, err := fmt.Fprintf(stdout, "%s\n", a.Config)
 		return err
@@ -125,6 +142,12 @@ func (c *config) do(stdout io.Writer) error {
 	if c.changeGap >= 0 {
 		fleet.Pylon.ChangeGapMs = float64(c.changeGap) / float64(time.Millisecond)
 	}
+	if c.affinity != "" {
+		fleet.Pylon.EngineAffinity = c.affinity
+	}
+	if c.factorSet {
+		fleet.Pylon.EngineAffinityLoadFactor = c.factor
+	}
 	if err := fleet.Validate(); err != nil {
 		return err
 	}
@@ -140,7 +163,14 @@ func (c *config) do(stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep, err := sim.Compare(p, fleet, arms, sim.Options{Seed: c.seed}, c.parallel)
+	if c.backendAffinity != "on" && c.backendAffinity != "off" {
+		return fmt.Errorf("--backend-affinity %q: want on or off", c.backendAffinity)
+	}
+	if err := state.CheckBackendAffinityLoadFactor(c.loadFactor); err != nil {
+		return fmt.Errorf("--backend-affinity-load-factor %w", err)
+	}
+	opts := sim.Options{Seed: c.seed, State: []state.Option{state.BackendAffinity(c.backendAffinity == "on", c.loadFactor)}}
+	rep, err := sim.Compare(p, fleet, arms, opts, c.parallel)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func TestRun(t *testing.T) {
 	if code := run([]string{"--workload", path, "--seed", "9", "--json", js1, "--md", md}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	for _, want := range []string{fp, "simulation seed: 9", "| metric | power-of-n | wait-and-widen | wait-and-widen+lca | pulsar-wait-and-widen+lca | oracle |"} {
+	for _, want := range []string{fp, "simulation seed: 9", "| metric | power-of-n | wait-and-widen | wait-and-widen+lca | pulsar-wait-and-widen+lca | greedy-ttft |"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -60,6 +60,36 @@ func TestRun(t *testing.T) {
 	if err := json.Unmarshal(a, &rep); err != nil || len(rep.Arms) != 5 || rep.Workload.Fingerprint != fp || rep.Arms[0].Requests != 12 {
 		t.Fatalf("report %+v err %v", rep.Workload, err)
 	}
+	// Four sessions of three turns: turns 2 and 3 find their earlier turns
+	// cached, so the ceiling is positive, and every arm's side-by-side
+	// block carries it.
+	if rep.Ceiling.CacheableTokens <= 0 || rep.Arms[0].SideBySide.CacheableTokens != rep.Ceiling.CacheableTokens {
+		t.Errorf("ceiling %+v, side by side %+v", rep.Ceiling, rep.Arms[0].SideBySide)
+	}
+}
+
+// --engine-affinity and --engine-affinity-load-factor override the
+// fleet's pylon settings (shown in the header) and are validated.
+func TestEngineAffinityFlags(t *testing.T) {
+	dir := t.TempDir()
+	path, _ := writeWorkload(t, dir)
+	var out, errb bytes.Buffer
+	if code := run([]string{"--workload", path, "--arms", "power-of-n", "--engine-affinity", "on", "--engine-affinity-load-factor", "2"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "engine affinity on (load factor 2)") {
+		t.Errorf("affinity overrides not in the header:\n%s", out.String())
+	}
+	out.Reset()
+	if code := run([]string{"--workload", path, "--arms", "power-of-n", "--engine-affinity", "off"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "engine affinity off\n") {
+		t.Errorf("exit %d:\n%s", code, out.String())
+	}
+	for _, args := range [][]string{{"--engine-affinity", "maybe"}, {"--engine-affinity-load-factor", "0.5"}} {
+		errb.Reset()
+		if code := run(append([]string{"--workload", path}, args...), &out, &errb); code != 1 || !strings.Contains(errb.String(), "engine_affinity") {
+			t.Errorf("%v: exit %d, %s", args, code, errb.String())
+		}
+	}
 }
 
 // --print-fleet writes a fleet --fleet accepts; --print-arm a config.
@@ -78,7 +108,7 @@ func TestPrintFleetAndArm(t *testing.T) {
 	if code := run([]string{"--workload", path, "--fleet", fleet, "--arms", "power-of-n,oracle", "--pylon-interval", "100ms", "--pylon-change-gap", "0"}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	if !strings.Contains(out.String(), "pylon reports every 100 ms\n") {
+	if !strings.Contains(out.String(), "pylon reports every 100 ms;") {
 		t.Errorf("pylon overrides not in the header:\n%s", out.String())
 	}
 	out.Reset()

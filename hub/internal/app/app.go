@@ -77,8 +77,8 @@ func New(cfg Config, log *slog.Logger, version string) (*App, error) {
 			// generations' state goes with the requests that hold them.
 			a.lb.Current().Resolver.Forget(t)
 		}
-	}))
-	reg.MustRegister(a.store.Collector(cfg.MetricsPrefix))
+	}), state.BackendAffinity(cfg.BackendAffinity == "on", cfg.BackendAffinityLoadFactor))
+	reg.MustRegister(a.store.Collector(cfg.MetricsPrefix), a.store.AffinityCollector(cfg.MetricsPrefix))
 	backendLn, err := serve.Listen("backend-listen", cfg.BackendListen)
 	if err != nil {
 		return nil, err

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/stargate-router/stargate/hub/internal/proxy"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -129,13 +131,17 @@ func TestAdminListener(t *testing.T) {
 		}
 		_, body := get(t, r.client, r.metricsURL+"/debug/state", "")
 		var st struct {
-			Config map[string]any `json:"config"`
+			Config  map[string]any      `json:"config"`
+			Escapes []proxy.EscapeCount `json:"session_escapes"`
 		}
 		if err := json.Unmarshal([]byte(body), &st); err != nil {
 			t.Fatalf("/debug/state: %v", err)
 		}
 		if st.Config["client_auth"] != "gateway-token" || st.Config["registration_auth"] != true {
 			t.Errorf("/debug/state config %v", st.Config)
+		}
+		if st.Escapes == nil || len(st.Escapes) != 0 {
+			t.Errorf("/debug/state session_escapes %v, want an empty list before any request", st.Escapes)
 		}
 	})
 	t.Run("admin token", func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/breaker"
 	"github.com/stargate-router/stargate/hub/internal/filewatch"
 	"github.com/stargate-router/stargate/hub/internal/proxy"
+	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/headers"
 	"github.com/stargate-router/stargate/pkg/obs"
@@ -70,6 +71,11 @@ type Config struct {
 	// the places of a full room first (docs/reliability.md#overload-and-shedding).
 	MaxWaitingRequests       int
 	ReturningSessionPriority bool
+	// BackendAffinity (on or off) and BackendAffinityLoadFactor choose
+	// the backend inside a cluster (state.BackendAffinity): by the
+	// request's affinity key under a load bound, or round robin.
+	BackendAffinity           string
+	BackendAffinityLoadFactor float64
 
 	// Who may call each listener. Every listener that serves callers
 	// authenticates them unless an insecure flag says otherwise: a
@@ -99,6 +105,7 @@ func DefaultConfig() Config {
 		BreakerCoolDown:    breaker.DefaultConfig().CoolDown,
 		MaxWaitingRequests: proxy.DefaultMaxWaitingRequests, ReturningSessionPriority: true,
 		LBConfigWatch: true, LBConfigReloadDebounce: filewatch.DefaultDebounce,
+		BackendAffinity: "on", BackendAffinityLoadFactor: state.DefaultBackendAffinityLoadFactor,
 	}
 }
 
@@ -139,6 +146,8 @@ func (c *Config) Register(fs *cli.FlagSet) {
 	fs.Int(&c.MaxWaitingRequests, "proxy-max-waiting-requests", "HUB_PROXY_MAX_WAITING_REQUESTS", d.MaxWaitingRequests, "requests per model and routing key that may wait for a cluster with room at once; past it a request is refused at once with 503 waiting_room_full (0 = no bound)")
 	fs.Bool(&c.ReturningSessionPriority, "proxy-returning-session-priority", "HUB_PROXY_RETURNING_SESSION_PRIORITY", d.ReturningSessionPriority, "when requests wait for capacity, returning sessions (last_cluster_affinity) get a freed cluster first and a full waiting room sheds new requests before them")
 	fs.Millis(&c.BreakerCoolDown, "proxy-breaker-cool-down-ms", "HUB_PROXY_BREAKER_COOL_DOWN_MS", d.BreakerCoolDown, "how long an open breaker refuses before it lets one probe through; doubles while probes fail, up to 60 s")
+	fs.String(&c.BackendAffinity, "backend-affinity", "HUB_BACKEND_AFFINITY", d.BackendAffinity, "on: inside the chosen cluster, a request goes to the backend its x-cache-affinity-key prefers (rendezvous hash) unless that one is full or over the load bound, and a request without a key to the least loaded backend; off: round robin, as upstream Stargate")
+	fs.Float64(&c.BackendAffinityLoadFactor, "backend-affinity-load-factor", "HUB_BACKEND_AFFINITY_LOAD_FACTOR", d.BackendAffinityLoadFactor, "with --backend-affinity on, a backend keeps its keys while it carries at most this times the cluster's mean requests in flight (plus one); >= 1, or 0 for no bound (only a full backend moves a key)")
 	fs.Millis(&c.StartupGrace, "proxy-startup-grace-ms", "HUB_PROXY_STARTUP_GRACE_MS", d.StartupGrace, "for this long after start every model counts as known (pylons are still reconnecting): a request for one without a backend waits instead of 404; 0 disables")
 	fs.String(&c.LBConfigPath, "lb-config-path", "HUB_LB_CONFIG_PATH", "", "lb-config.json: algorithms per model; reloaded on SIGHUP and, with --lb-config-watch, when it changes (an invalid file is rejected and the old config keeps serving); unset allows every algorithm with default settings")
 	fs.Bool(&c.LBConfigWatch, "lb-config-watch", "HUB_LB_CONFIG_WATCH", d.LBConfigWatch, "watch --lb-config-path's directory and reload the file when it changes (editor renames and ConfigMap ..data swaps included); SIGHUP reloads either way")
@@ -198,6 +207,12 @@ func (c *Config) Validate() error {
 	}
 	if c.LBConfigReloadDebounce <= 0 {
 		errs = append(errs, errors.New("--lb-config-reload-debounce-ms: must be > 0"))
+	}
+	if c.BackendAffinity != "on" && c.BackendAffinity != "off" {
+		errs = append(errs, fmt.Errorf("--backend-affinity %q: want on or off", c.BackendAffinity))
+	}
+	if err := state.CheckBackendAffinityLoadFactor(c.BackendAffinityLoadFactor); err != nil {
+		errs = append(errs, fmt.Errorf("--backend-affinity-load-factor %w", err))
 	}
 	if c.StartupGrace < 0 {
 		errs = append(errs, errors.New("--proxy-startup-grace-ms: must be >= 0"))

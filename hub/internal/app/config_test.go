@@ -33,6 +33,10 @@ func TestValidate(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("defaults with tokens: %v", err)
 	}
+	cfg.BackendAffinity, cfg.BackendAffinityLoadFactor = "off", 0 // 0: no bound
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("round robin, no bound: %v", err)
+	}
 	cfg.MaxReplayBodyBytes = 0
 	cfg.RequestTimeout = 0
 	cfg.TLSCertPath = "cert.pem"
@@ -40,13 +44,15 @@ func TestValidate(t *testing.T) {
 	cfg.ModelUnavailableWait = -1
 	cfg.Limits.ReadStall = 0
 	cfg.LBConfigReloadDebounce = 0
+	cfg.BackendAffinity = "yes"
+	cfg.BackendAffinityLoadFactor = 0.9
 	err := cfg.Validate()
 	if err == nil {
 		t.Fatal("no error")
 	}
 	for _, flag := range []string{"--proxy-max-replay-body-bytes", "--tunnel-request-timeout-ms", "--tls-cert-path",
 		"--api-tls-cert-path", "--proxy-model-unavailable-wait-ms", "--read-stall-timeout",
-		"--lb-config-reload-debounce-ms"} {
+		"--lb-config-reload-debounce-ms", "--backend-affinity \"yes\"", "--backend-affinity-load-factor 0.9"} {
 		if !strings.Contains(err.Error(), flag) {
 			t.Errorf("%q does not name %s", err, flag)
 		}

@@ -51,7 +51,8 @@ func (a *App) serveModels(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveDebug answers GET /debug/state on the admin listener:
-// configuration, tunnels and the routing state with reservations. It names
+// configuration, tunnels, the routing state with reservations, breakers
+// and the session escapes counted so far. It names
 // engine URLs and pylon addresses, which is why it is not on --listen.
 func (a *App) serveDebug(w http.ResponseWriter, _ *http.Request) {
 	lb := a.lb.Status()
@@ -69,6 +70,9 @@ func (a *App) serveDebug(w http.ResponseWriter, _ *http.Request) {
 		"active_model_ids": a.store.ActiveModels(""),
 		// Backends whose error breaker has seen outcomes; absent ones are closed.
 		"breakers": a.reg.breakers.Snapshot(),
+		// Sessions answered away from their own cluster since start, by
+		// target and reason (stargate_session_escapes_total).
+		"session_escapes": a.proxy.Escapes(),
 	})
 }
 

@@ -43,14 +43,14 @@ func passFor(p lb.Picker, maxWait time.Duration, hasMaxWait bool) Pass {
 }
 
 func TestNewPassDeadlines(t *testing.T) {
-	l := Limits{MaxRoutingWait: time.Minute, MaxWaitPoll: 25 * time.Millisecond}
+	l := Limits{MaxRoutingWait: time.Minute, MaxWaitSleep: time.Second}
 	for _, tc := range []struct {
 		name         string
 		maxWait      time.Duration
 		has          bool
 		wait, repoll time.Duration // from the start; repoll -1: none
 	}{
-		{"no header: timed waits up to the cap, no re-polls", 0, false, time.Minute, -1},
+		{"no header: timed waits up to the cap, no untimed wait", 0, false, time.Minute, -1},
 		{"header: both end at it", 250 * time.Millisecond, true, 250 * time.Millisecond, 250 * time.Millisecond},
 		{"header over the cap is capped", time.Hour, true, time.Minute, time.Minute},
 		{"header 0: no waiting at all", 0, true, 0, 0},
@@ -62,8 +62,8 @@ func TestNewPassDeadlines(t *testing.T) {
 		if tc.repoll < 0 != p.RepollUntil.IsZero() || (tc.repoll >= 0 && p.RepollUntil.Sub(t0) != tc.repoll) {
 			t.Errorf("%s: RepollUntil %v, want %v after the start", tc.name, p.RepollUntil, tc.repoll)
 		}
-		if p.MaxWaitPoll != l.MaxWaitPoll {
-			t.Errorf("%s: MaxWaitPoll %v", tc.name, p.MaxWaitPoll)
+		if p.MaxWaitSleep != l.MaxWaitSleep {
+			t.Errorf("%s: MaxWaitSleep %v", tc.name, p.MaxWaitSleep)
 		}
 	}
 }
@@ -101,8 +101,9 @@ func TestDecideKinds(t *testing.T) {
 }
 
 // The wait after no choice: the load balancer's timed wait capped by the
-// poll and the deadline, else an untimed 1–10 ms re-poll while
-// x-max-wait-ms leaves time, else none.
+// deadline, else the rest of x-max-wait-ms, else none; either capped by
+// the sleep bound, and no longer by a 25 ms poll (the caller wakes the
+// request at its target's next waking publication instead).
 func TestDecideWaits(t *testing.T) {
 	snap := snapOf(view("a", 1000, 0))
 	for _, tc := range []struct {
@@ -110,34 +111,37 @@ func TestDecideWaits(t *testing.T) {
 		lbWait     time.Duration
 		maxWait    time.Duration
 		hasMaxWait bool
+		noBound    bool          // MaxWaitSleep 0: no bound
 		at         time.Duration // after the start
-		want       time.Duration // -1: an untimed re-poll
+		want       time.Duration
 		timed      bool
 	}{
-		{"timed, capped by the poll", time.Second, 0, false, 0, 25 * time.Millisecond, true},
-		{"timed, shorter than the poll", 7 * time.Millisecond, 0, false, 0, 7 * time.Millisecond, true},
-		{"timed, capped by the deadline", time.Second, 0, false, time.Minute - 3*time.Millisecond, 3 * time.Millisecond, true},
-		{"timed, past the deadline", time.Second, 0, false, time.Minute, 0, false},
-		{"timed, capped by x-max-wait-ms", time.Second, 10 * time.Millisecond, true, 4 * time.Millisecond, 6 * time.Millisecond, true},
-		{"no timed wait: a re-poll within x-max-wait-ms", 0, 250 * time.Millisecond, true, 0, -1, false},
-		{"no timed wait, no header: no wait", 0, 0, false, 0, 0, false},
-		{"no timed wait, header run out", 0, 250 * time.Millisecond, true, 250 * time.Millisecond, 0, false},
+		{"timed, whole: no poll cuts it", 40 * time.Millisecond, 0, false, false, 0, 40 * time.Millisecond, true},
+		{"timed, capped by the sleep bound", time.Hour, 0, false, false, 0, time.Second, true},
+		{"timed, no sleep bound", time.Hour, 0, false, true, 0, time.Minute, true},
+		{"timed, capped by the deadline", time.Second, 0, false, false, time.Minute - 3*time.Millisecond, 3 * time.Millisecond, true},
+		{"timed, past the deadline", time.Second, 0, false, false, time.Minute, 0, false},
+		{"timed, capped by x-max-wait-ms", time.Second, 10 * time.Millisecond, true, false, 4 * time.Millisecond, 6 * time.Millisecond, true},
+		{"no timed wait: the rest of x-max-wait-ms", 0, 250 * time.Millisecond, true, false, 10 * time.Millisecond, 240 * time.Millisecond, false},
+		{"no timed wait: x-max-wait-ms capped by the sleep bound", 0, 5 * time.Second, true, false, 0, time.Second, false},
+		{"no timed wait, no header: no wait", 0, 0, false, false, 0, 0, false},
+		{"no timed wait, header run out", 0, 250 * time.Millisecond, true, false, 250 * time.Millisecond, 0, false},
 	} {
-		p := passFor(&fakePicker{dec: routing.Decision{Wait: tc.lbWait}}, tc.maxWait, tc.hasMaxWait)
+		l := DefaultLimits()
+		if tc.noBound {
+			l.MaxWaitSleep = 0
+		}
+		p := NewPass(lb.Route{Algorithm: "fake", Picker: &fakePicker{dec: routing.Decision{Wait: tc.lbWait}}},
+			routing.Request{ID: "r", InputTokens: 100, ReceivedAt: t0}, tc.maxWait, tc.hasMaxWait, l)
 		out := Decide(&p, snap, t0.Add(tc.at), newRNG())
-		switch {
-		case tc.want < 0:
-			if out.Kind != Wait || out.Timed || out.Wait < time.Millisecond || out.Wait >= 10*time.Millisecond {
-				t.Errorf("%s: %v %v timed=%v, want an untimed re-poll of 1..9 ms", tc.name, out.Kind, out.Wait, out.Timed)
-			}
-		case tc.want == 0:
+		if tc.want == 0 {
 			if out.Kind != Unavailable || out.Wait != 0 {
 				t.Errorf("%s: %v %v, want unavailable", tc.name, out.Kind, out.Wait)
 			}
-		default:
-			if out.Kind != Wait || out.Wait != tc.want || out.Timed != tc.timed {
-				t.Errorf("%s: %v %v timed=%v, want a wait of %v timed=%v", tc.name, out.Kind, out.Wait, out.Timed, tc.want, tc.timed)
-			}
+			continue
+		}
+		if out.Kind != Wait || out.Wait != tc.want || out.Timed != tc.timed {
+			t.Errorf("%s: %v %v timed=%v, want a wait of %v timed=%v", tc.name, out.Kind, out.Wait, out.Timed, tc.want, tc.timed)
 		}
 	}
 }
@@ -293,6 +297,61 @@ func TestKindString(t *testing.T) {
 		Exhausted: "exhausted", Unavailable: "unavailable", Kind(200): "unknown"} {
 		if got := k.String(); got != want {
 			t.Errorf("%d: %s, want %s", k, got, want)
+		}
+	}
+}
+
+// A choice's escape: why a classified request leaves its session's own
+// cluster, or "" when it stays.
+func TestEscape(t *testing.T) {
+	snap := snapOf(view("a", 1000, 0), view("b", 1000, 0), view("c", 1000, 0))
+	for _, tc := range []struct {
+		name     string
+		session  routing.SessionState
+		hint     string
+		excluded []string
+		chosen   int // index into snap
+		rank     int
+		lca      bool
+		want     string
+	}{
+		{"returning, back on its cluster", routing.SessionReturning, "b", nil, 1, 1, true, ""},
+		{"returning, its cluster still there", routing.SessionReturning, "a", nil, 1, 2, true, EscapeGroupSaturated},
+		{"returning, its cluster excluded", routing.SessionReturning, "a", []string{"a"}, 1, 2, true, EscapeClusterLost},
+		{"returning, its cluster gone since it was classified", routing.SessionReturning, "gone", nil, 1, 2, true, EscapeClusterLost},
+		{"stale, even inside its group", routing.SessionStale, "gone", nil, 0, 1, true, EscapeClusterLost},
+		{"new, inside its group", routing.SessionNew, "", nil, 0, 2, true, ""},
+		{"new, outside its group", routing.SessionNew, "", nil, 2, 3, true, EscapeNewNotWaiting},
+		{"no last_cluster_affinity: unclassified", routing.SessionNew, "", nil, 2, 3, false, ""},
+	} {
+		dec := lb.NewDecision(snap, tc.chosen, tc.rank, &routing.Request{})
+		dec.GroupSize, dec.Session = 2, tc.session
+		p := NewPass(lb.Route{Algorithm: "f", Picker: &fakePicker{dec: dec, ok: true}, LastClusterAffinity: tc.lca},
+			routing.Request{ReceivedAt: t0, AffinityKey: "k", LastClusterID: tc.hint}, 0, false, DefaultLimits())
+		p.Req.Excluded = tc.excluded
+		if out := Decide(&p, snap, t0, newRNG()); out.Kind != Chosen || out.Escape != tc.want {
+			t.Errorf("%s: %v escape %q, want %q", tc.name, out.Kind, out.Escape, tc.want)
+		}
+	}
+}
+
+// After an attempt on the session's own cluster failed, a choice that
+// leaves is the retry's doing, unless the session had lost its cluster
+// before (stale).
+func TestEscapeAfterFailure(t *testing.T) {
+	for _, tc := range []struct {
+		escape  string
+		session routing.SessionState
+		want    string
+	}{
+		{"", routing.SessionReturning, ""},
+		{EscapeGroupSaturated, routing.SessionReturning, EscapeRetry},
+		{EscapeClusterLost, routing.SessionReturning, EscapeRetry},
+		{EscapeNewNotWaiting, routing.SessionNew, EscapeRetry},
+		{EscapeClusterLost, routing.SessionStale, EscapeClusterLost},
+	} {
+		if got := EscapeAfterFailure(tc.escape, tc.session); got != tc.want {
+			t.Errorf("%q after a failure, %v: %q, want %q", tc.escape, tc.session, got, tc.want)
 		}
 	}
 }

@@ -42,6 +42,14 @@ func TestParseErrors(t *testing.T) {
 		{"last_cluster_affinity pulsar", `{"request_algorithms":{"pulsar":{"algorithm":"pulsar","last_cluster_affinity":false}}}`, `request_algorithms["pulsar"]: pulsar config does not support field(s): last_cluster_affinity`, "pulsar", "last_cluster_affinity"},
 		{"last_cluster_affinity random", `{"models":{"m":{"algorithm":"random","last_cluster_affinity":true}}}`, `models["m"]: random config does not support field(s): last_cluster_affinity`, "random", "last_cluster_affinity"},
 		{"last_cluster_affinity round-robin", `{"models":{"m":{"algorithm":"round-robin","last_cluster_affinity":true}}}`, `models["m"]: round-robin config does not support field(s): last_cluster_affinity`, "round-robin", "last_cluster_affinity"},
+		{"returning_prefers_last_cluster pulsar", `{"models":{"m":{"algorithm":"pulsar","returning_prefers_last_cluster":false}}}`, `models["m"]: pulsar config does not support field(s): returning_prefers_last_cluster`, "pulsar", "returning_prefers_last_cluster"},
+		{"returning_prefers_last_cluster power-of-n", `{"models":{"m":{"algorithm":"power-of-n","returning_prefers_last_cluster":true}}}`, `models["m"]: power-of-n config does not support field(s): returning_prefers_last_cluster`, "power-of-n", "returning_prefers_last_cluster"},
+		{"returning_prefers_last_cluster type", `{"models":{"m":{"algorithm":"wait-and-widen","returning_prefers_last_cluster":1}}}`, `models["m"]: wait-and-widen returning_prefers_last_cluster must be true or false, got 1`, "wait-and-widen", "returning_prefers_last_cluster"},
+		{"rtt_tier_ms wait-and-widen", `{"models":{"m":{"algorithm":"wait-and-widen","rtt_tier_ms":10}}}`, `models["m"]: wait-and-widen config does not support field(s): rtt_tier_ms`, "wait-and-widen", "rtt_tier_ms"},
+		{"rtt_tier_ms random", `{"models":{"m":{"algorithm":"random","rtt_tier_ms":10}}}`, `models["m"]: random config does not support field(s): rtt_tier_ms`, "random", "rtt_tier_ms"},
+		{"rtt_tier_ms negative", `{"models":{"m":{"algorithm":"pulsar","rtt_tier_ms":-5}}}`, `models["m"]: pulsar rtt_tier_ms must be a non-negative integer, got -5`, "pulsar", "rtt_tier_ms"},
+		{"rtt_tier_ms fraction", `{"models":{"m":{"algorithm":"pulsar-wait-and-widen","rtt_tier_ms":2.5}}}`, `models["m"]: pulsar-wait-and-widen rtt_tier_ms must be a non-negative integer, got 2.5`, "pulsar-wait-and-widen", "rtt_tier_ms"},
+		{"rtt_tier_ms overflow", `{"models":{"m":{"algorithm":"pulsar","rtt_tier_ms":9223372036855}}}`, `models["m"]: pulsar rtt_tier_ms must be at most 9223372036854, got 9223372036855`, "pulsar", "rtt_tier_ms"},
 		{"sample_count 0", `{"models":{"m":{"algorithm":"power-of-n","sample_count":0}}}`, `models["m"]: power-of-n sample_count must be between 1 and 64, got 0`, "power-of-n", "sample_count"},
 		{"sample_count 65", `{"models":{"m":{"algorithm":"powerOfN","sample_count":65}}}`, `models["m"]: power-of-n sample_count must be between 1 and 64, got 65`, "power-of-n", "sample_count"},
 		{"comparator unknown", `{"models":{"m":{"algorithm":"power-of-n","comparator":"fastest"}}}`, `models["m"]: power-of-n comparator must be one of ttft, queue-time, input-work-seconds, utilization, num-requests-queued, got "fastest"`, "power-of-n", "comparator"},
@@ -122,7 +130,7 @@ func TestDefaults(t *testing.T) {
 	want := Effective{
 		SampleCount: 2, HasComparator: true, Comparator: lb.ComparatorTTFT, VirtualNodes: 150,
 		TTFTBucketSize: 20 * time.Millisecond, NextBucketUnlockFactor: 0.25, N: 2, CacheAffinityInputTokensScale: 1,
-		RendezvousWeight: WeightMaxInputTPS,
+		ReturningPrefersLastCluster: true, RendezvousWeight: WeightMaxInputTPS, RTTTier: 0,
 	}
 	for _, m := range []string{"pon", "ww", "pul", "nulls"} {
 		if got := *modelDef(t, c, m).Effective(); got != want {
@@ -150,6 +158,7 @@ func TestNormalisation(t *testing.T) {
 			"ignore_queue_time":true,"ignore_input_processing_time":true,"cache_affinity_wait_ms":30,
 			"cache_affinity_input_tokens_scale":0,"band_widen_interval_ms":0,"fallback_max_queued":2,
 			"consider_kv_free_tokens":true,"rendezvous_weight":"last-mean-input-tps","seed":"s","last_cluster_affinity":true,
+			"returning_prefers_last_cluster":false,"rtt_tier_ms":15,
 			"require_cache_affinity_key":true,"require_input_tokens":true,"max_input_work_seconds":-1},
 		"floor":{"algorithm":"wait-and-widen","max_queue_time_floor_ms":10,"comparator":"utilization"},
 		"pon":{"algorithm":"power-of-n","sample_count":64,"comparator":"num-requests-queued"}}}`)
@@ -164,8 +173,8 @@ func TestNormalisation(t *testing.T) {
 		QueueSLO: true, MaxQueueTimeFloor: 500 * time.Millisecond, MaxQueueTimeCeil: 100 * time.Millisecond, // not reordered
 		TTFTBucketSize: 20 * time.Millisecond, NextBucketUnlockFactor: -2, N: 5, MaxQueued: 4,
 		IgnoreQueueTime: true, IgnoreInputProcessingTime: true, CacheAffinityWait: 30 * time.Millisecond,
-		CacheAffinityInputTokensScale: 0, LastClusterAffinity: true, ConsiderKVFreeTokens: true,
-		RendezvousWeight: WeightLastMeanInputTPS, BandWidenInterval: 0, BandWidenIntervalSet: true, FallbackMaxQueued: 2,
+		CacheAffinityInputTokensScale: 0, LastClusterAffinity: true, ReturningPrefersLastCluster: false, ConsiderKVFreeTokens: true,
+		RendezvousWeight: WeightLastMeanInputTPS, RTTTier: 15 * time.Millisecond, BandWidenInterval: 0, BandWidenIntervalSet: true, FallbackMaxQueued: 2,
 	}
 	if *s != want {
 		t.Errorf("set:\n got %+v\nwant %+v", *s, want)
@@ -404,7 +413,7 @@ func checkEffective(t *testing.T, input string, d *Definition) {
 		{e.N < 1 || e.N > maxCount, "n"},
 		{e.SelectionCount < 0 || e.SelectionCount > maxCount, "cache_affinity_backend_selection_count"},
 		{e.MaxQueueTimeFloor < 0 || e.MaxQueueTimeCeil < 0 || e.TTFTBucketSize < 0 || e.CacheAffinityWait < 0 ||
-			e.BandWidenInterval < 0, "a duration"},
+			e.BandWidenInterval < 0 || e.RTTTier < 0, "a duration"},
 		{!(e.CacheAffinityInputTokensScale >= 0 && e.CacheAffinityInputTokensScale <= 1), "cache_affinity_input_tokens_scale"},
 		{!finite(e.NextBucketUnlockFactor), "next_bucket_unlock_factor"},
 		{!finite(e.MaxInputWorkSeconds) || (!e.HasInputWorkLimit && e.MaxInputWorkSeconds != 0), "max_input_work_seconds"},
@@ -412,6 +421,8 @@ func checkEffective(t *testing.T, input string, d *Definition) {
 		{e.RendezvousWeight != WeightMaxInputTPS && e.RendezvousWeight != WeightLastMeanInputTPS, "rendezvous_weight"},
 		{e.ConsiderKVFreeTokens && !alg.usesPulsarRanking(), "consider_kv_free_tokens"},
 		{e.LastClusterAffinity && !alg.usesWaitAndWiden(), "last_cluster_affinity"},
+		{!e.ReturningPrefersLastCluster && !alg.usesWaitAndWiden(), "returning_prefers_last_cluster"},
+		{e.RTTTier != 0 && !alg.usesPulsarRanking(), "rtt_tier_ms"},
 		{e.QueueSLO != (d.settings.MaxQueueTimeFloorMs != nil && d.settings.MaxQueueTimeCeilMs != nil), "the queue SLO"},
 	} {
 		if bad.broken {

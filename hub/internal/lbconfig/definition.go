@@ -20,6 +20,10 @@ const (
 	DefaultTTFTBucketSize         = 20 * time.Millisecond
 	DefaultNextBucketUnlockFactor = 0.25
 	DefaultInputTokensScale       = 1.0
+	// DefaultReturningPrefersLastCluster is on: a returning session stays
+	// on the cluster that holds its cache while that cluster has room
+	// (docs/design/algorithms.md#returning-sessions-stay-put).
+	DefaultReturningPrefersLastCluster = true
 
 	// maxCount bounds counts that size allocations or loops (n, virtual
 	// nodes, selection count) so they fit an int on every platform.
@@ -105,11 +109,22 @@ type Effective struct {
 	// LastClusterAffinity enables session classification
 	// (docs/design/hub-request.md#session-classification).
 	LastClusterAffinity bool
+	// ReturningPrefersLastCluster chooses a returning session's last
+	// cluster before the rest of its affinity group whenever it has room
+	// (default true; off is upstream Stargate's behaviour).
+	ReturningPrefersLastCluster bool
 
 	// ConsiderKVFreeTokens skips clusters without enough free KV cache.
 	ConsiderKVFreeTokens bool
 	// RendezvousWeight is pulsar's weight (default max-input-tps).
 	RendezvousWeight RendezvousWeight
+	// RTTTier is the RTT gap that starts a new tier of the pulsar ranking
+	// (docs/design/algorithms.md#rtt-tiers). The default, 0, ranks without
+	// regard to RTT, as upstream Stargate does: with every key's first
+	// choice in the nearest region, that region must carry the whole load,
+	// and in the routing simulator that cost more under load than the RTT
+	// it saved when idle (docs/load-balancing.md#rtt-tiers).
+	RTTTier time.Duration
 
 	// BandWidenInterval is S for pulsar-wait-and-widen. When
 	// BandWidenIntervalSet is false it was not configured and follows the
@@ -162,6 +177,7 @@ func newDefinition(alg Algorithm, s Settings) (*Definition, error) {
 		NextBucketUnlockFactor:        DefaultNextBucketUnlockFactor,
 		N:                             DefaultN,
 		CacheAffinityInputTokensScale: DefaultInputTokensScale,
+		ReturningPrefersLastCluster:   DefaultReturningPrefersLastCluster,
 	}
 	fe := func(field, format string, args ...any) error {
 		return &ConfigError{Algorithm: alg.String(), Field: field,
@@ -223,6 +239,7 @@ func newDefinition(alg Algorithm, s Settings) (*Definition, error) {
 	millis("ttft_bucket_size_ms", s.TTFTBucketSizeMs, &e.TTFTBucketSize)
 	millis("cache_affinity_wait_ms", s.CacheAffinityWaitMs, &e.CacheAffinityWait)
 	millis("band_widen_interval_ms", s.BandWidenIntervalMs, &e.BandWidenInterval)
+	millis("rtt_tier_ms", s.RTTTierMs, &e.RTTTier)
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +269,9 @@ func newDefinition(alg Algorithm, s Settings) (*Definition, error) {
 		e.CacheAffinityInputTokensScale = *s.CacheAffinityInputTokensScale
 	}
 	e.LastClusterAffinity = deref(s.LastClusterAffinity)
+	if s.ReturningPrefersLastCluster != nil {
+		e.ReturningPrefersLastCluster = *s.ReturningPrefersLastCluster
+	}
 	if s.ConsiderKVFreeTokens != nil && !alg.usesPulsarRanking() {
 		// Unreachable from a file (an unsupported field); upstream
 		// Stargate's factory keeps the same guard.

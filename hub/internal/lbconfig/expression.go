@@ -20,8 +20,8 @@ const (
 	// ClassUnavailable: the algorithm is not configured for this model.
 	ClassUnavailable = "unavailable"
 	// ClassUnknownParameter: the key is not an expression parameter at all
-	// (including last_cluster_affinity and rendezvous_weight, which only a
-	// file may set).
+	// (including last_cluster_affinity, returning_prefers_last_cluster,
+	// rendezvous_weight and rtt_tier_ms, which only a file may set).
 	ClassUnknownParameter = "unknown_parameter"
 	// ClassNotApplicable: the key is a parameter, but not of this
 	// algorithm.
@@ -51,8 +51,11 @@ func reject(class, format string, args ...any) *Rejection {
 // (docs/load-balancing.md#parameters-and-where-they-apply). A key
 // missing here is unknown_parameter. It differs from the file's field table
 // on purpose: cache_affinity_virtual_nodes is W&W-only (P-W&W ignores it),
-// comparator is refused on P-W&W up front, and neither
-// last_cluster_affinity nor rendezvous_weight may be chosen per request.
+// comparator is refused on P-W&W up front, and none of
+// last_cluster_affinity, returning_prefers_last_cluster, rendezvous_weight
+// and rtt_tier_ms may be chosen per request: the session rules and the key
+// placement are the operator's, and two requests of one session must not
+// be routed by different ones.
 var exprParams = map[string]algSet{
 	"require_cache_affinity_key":             allAlgorithms,
 	"require_input_tokens":                   allAlgorithms,

@@ -31,6 +31,8 @@ func TestCompileClasses(t *testing.T) {
 		{"pulsar;widen=2", ClassUnknownParameter, `unknown parameter "widen" for algorithm pulsar`},
 		{"wait-and-widen;last_cluster_affinity=true", ClassUnknownParameter, `unknown parameter "last_cluster_affinity" for algorithm wait-and-widen`},
 		{"pulsar;rendezvous_weight=max-input-tps", ClassUnknownParameter, `unknown parameter "rendezvous_weight" for algorithm pulsar`},
+		{"pulsar-wait-and-widen;returning_prefers_last_cluster=false", ClassUnknownParameter, `unknown parameter "returning_prefers_last_cluster" for algorithm pulsar-wait-and-widen`},
+		{"pulsar;rtt_tier_ms=10", ClassUnknownParameter, `unknown parameter "rtt_tier_ms" for algorithm pulsar`},
 		{"round-robin;seed=x", ClassNotApplicable, "seed is not applicable to round-robin"},
 		{"pulsar-wait-and-widen;comparator=ttft", ClassNotApplicable, "comparator is not applicable to pulsar-wait-and-widen"},
 		{"pulsar-wait-and-widen;cache_affinity_virtual_nodes=1", ClassNotApplicable, "cache_affinity_virtual_nodes is not applicable to pulsar-wait-and-widen"},

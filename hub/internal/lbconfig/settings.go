@@ -78,10 +78,12 @@ type Settings struct {
 	CacheAffinityWaitMs                *uint64  `json:"cache_affinity_wait_ms,omitempty"`
 	CacheAffinityInputTokensScale      *float64 `json:"cache_affinity_input_tokens_scale,omitempty"`
 	LastClusterAffinity                *bool    `json:"last_cluster_affinity,omitempty"`
+	ReturningPrefersLastCluster        *bool    `json:"returning_prefers_last_cluster,omitempty"`
 
 	// pulsar and pulsar-wait-and-widen.
 	ConsiderKVFreeTokens *bool             `json:"consider_kv_free_tokens,omitempty"`
 	RendezvousWeight     *RendezvousWeight `json:"rendezvous_weight,omitempty"`
+	RTTTierMs            *uint64           `json:"rtt_tier_ms,omitempty"`
 
 	// pulsar-wait-and-widen only.
 	BandWidenIntervalMs *uint64 `json:"band_widen_interval_ms,omitempty"`
@@ -145,8 +147,12 @@ var fields = []field{
 	// every other algorithm rejects it as an unsupported field, with the
 	// same message as any other field it does not take.
 	{name: "last_cluster_affinity", algs: wwSet, kind: kindBool, b: func(s *Settings) **bool { return &s.LastClusterAffinity }},
+	// returning_prefers_last_cluster refines last_cluster_affinity, so it
+	// is accepted where that is; it is inert while that is off.
+	{name: "returning_prefers_last_cluster", algs: wwSet, kind: kindBool, b: func(s *Settings) **bool { return &s.ReturningPrefersLastCluster }},
 	{name: "consider_kv_free_tokens", algs: pulSet, kind: kindBool, b: func(s *Settings) **bool { return &s.ConsiderKVFreeTokens }},
 	{name: "rendezvous_weight", algs: pulSet, kind: kindWeight},
+	{name: "rtt_tier_ms", algs: pulSet, kind: kindUint, u: func(s *Settings) **uint64 { return &s.RTTTierMs }},
 	{name: "band_widen_interval_ms", algs: setOf(PulsarWaitAndWiden), kind: kindUint, u: func(s *Settings) **uint64 { return &s.BandWidenIntervalMs }},
 	{name: "fallback_max_queued", algs: setOf(PulsarWaitAndWiden), kind: kindUint, u: func(s *Settings) **uint64 { return &s.FallbackMaxQueued }},
 }

@@ -27,7 +27,7 @@ func New(def *lbconfig.Definition) (lb.Picker, error) {
 		return roundrobin.New(), nil
 	case lbconfig.Pulsar:
 		return pulsar.New(pulsar.Config{Seed: e.Seed, ConsiderKVFreeTokens: e.ConsiderKVFreeTokens,
-			RendezvousWeight: weight(e.RendezvousWeight)})
+			RendezvousWeight: weight(e.RendezvousWeight), RTTTier: e.RTTTier})
 	case lbconfig.WaitAndWiden:
 		return wnw.New(waitAndWiden(e))
 	case lbconfig.PulsarWaitAndWiden:
@@ -36,6 +36,7 @@ func New(def *lbconfig.Definition) (lb.Picker, error) {
 		c.UseComparator = false
 		c.ConsiderKVFreeTokens = e.ConsiderKVFreeTokens
 		c.RendezvousWeight = weight(e.RendezvousWeight)
+		c.RTTTier = e.RTTTier
 		c.BandWidenInterval, c.BandWidenSet = e.BandWidenInterval, e.BandWidenIntervalSet
 		c.FallbackMaxQueued = e.FallbackMaxQueued
 		return pwnw.New(c)
@@ -63,6 +64,7 @@ func waitAndWiden(e *lbconfig.Effective) wnw.Config {
 		AffinityWait:              e.CacheAffinityWait,
 		InputTokensScale:          e.CacheAffinityInputTokensScale,
 		LastClusterAffinity:       e.LastClusterAffinity,
+		ReturningPrefersLast:      e.ReturningPrefersLastCluster,
 	}
 }
 

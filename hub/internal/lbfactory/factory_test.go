@@ -43,9 +43,13 @@ func TestEveryAlgorithm(t *testing.T) {
 	if _, ok := build(t, `"round-robin"`).(*roundrobin.Picker); !ok {
 		t.Error("round-robin")
 	}
-	pp, ok := build(t, `{"algorithm":"pulsar","seed":"s","consider_kv_free_tokens":true,"rendezvous_weight":"last-mean-input-tps"}`).(*pulsar.Picker)
-	if !ok || pp.Config() != (pulsar.Config{Seed: "s", ConsiderKVFreeTokens: true, RendezvousWeight: pulsar.WeightLastMeanInputTPS}) {
+	pp, ok := build(t, `{"algorithm":"pulsar","seed":"s","consider_kv_free_tokens":true,"rendezvous_weight":"last-mean-input-tps","rtt_tier_ms":12}`).(*pulsar.Picker)
+	if !ok || pp.Config() != (pulsar.Config{Seed: "s", ConsiderKVFreeTokens: true, RendezvousWeight: pulsar.WeightLastMeanInputTPS,
+		RTTTier: 12 * time.Millisecond}) || pp.Ranker().TierGap() != 12*time.Millisecond {
 		t.Errorf("pulsar: %#v", pp)
+	}
+	if pp := build(t, `"pulsar"`).(*pulsar.Picker); pp.Config() != (pulsar.Config{}) || pp.Ranker().TierGap() != 0 {
+		t.Errorf("pulsar defaults: %#v (RTT tiers are off unless configured)", pp.Config())
 	}
 
 	w, ok := build(t, `{"algorithm":"wait-and-widen","seed":"s","comparator":"utilization","cache_affinity_virtual_nodes":7,
@@ -55,22 +59,28 @@ func TestEveryAlgorithm(t *testing.T) {
 	want := wnw.Config{Seed: "s", UseComparator: true, Comparator: lb.ComparatorUtilization, VirtualNodes: 7, SelectionCount: 3,
 		QueueSLO: true, QueueFloorMs: 10, QueueCeilMs: 90, BucketMs: 5, UnlockFactor: 0.5, N: 4, MaxQueued: 6,
 		IgnoreQueueTime: true, IgnoreInputProcessingTime: true, AffinityWait: 250 * time.Millisecond, InputTokensScale: 0.3,
-		LastClusterAffinity: true}
+		LastClusterAffinity: true, ReturningPrefersLast: true}
 	if !ok || w.Config() != want {
 		t.Errorf("wait-and-widen:\n got %+v\nwant %+v", w.Config(), want)
 	}
+	if c := build(t, `{"algorithm":"wait-and-widen","last_cluster_affinity":true,"returning_prefers_last_cluster":false}`).(*wnw.Picker).Config(); c.ReturningPrefersLast {
+		t.Errorf("returning_prefers_last_cluster false did not reach wait-and-widen: %+v", c)
+	}
 
 	pw, ok := build(t, `{"algorithm":"pulsar-wait-and-widen","cache_affinity_wait_ms":100,"band_widen_interval_ms":40,
-		"fallback_max_queued":2,"consider_kv_free_tokens":true,"last_cluster_affinity":true}`).(*pwnw.Picker)
+		"fallback_max_queued":2,"consider_kv_free_tokens":true,"last_cluster_affinity":true,"returning_prefers_last_cluster":false,
+		"rtt_tier_ms":7}`).(*pwnw.Picker)
 	if !ok {
 		t.Fatal("pulsar-wait-and-widen")
 	}
 	c := pw.Config()
 	if c.UseComparator || c.AffinityWait != 100*time.Millisecond || c.BandWidenInterval != 40*time.Millisecond || !c.BandWidenSet ||
-		c.FallbackMaxQueued != 2 || !c.ConsiderKVFreeTokens || !c.LastClusterAffinity || c.BucketMs != 20 || c.N != 2 {
+		c.FallbackMaxQueued != 2 || !c.ConsiderKVFreeTokens || !c.LastClusterAffinity || c.BucketMs != 20 || c.N != 2 ||
+		c.ReturningPrefersLast || c.RTTTier != 7*time.Millisecond {
 		t.Errorf("pulsar-wait-and-widen: %+v", c)
 	}
-	if c := build(t, `"pulsar-wait-and-widen"`).(*pwnw.Picker).Config(); c.BandWidenSet || c.InputTokensScale != 1 {
+	if c := build(t, `"pulsar-wait-and-widen"`).(*pwnw.Picker).Config(); c.BandWidenSet || c.InputTokensScale != 1 ||
+		!c.ReturningPrefersLast || c.RTTTier != 0 {
 		t.Errorf("pulsar-wait-and-widen defaults: %+v", c)
 	}
 }

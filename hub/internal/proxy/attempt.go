@@ -40,7 +40,7 @@ const (
 func (p *Proxy) tryCluster(w http.ResponseWriter, r *http.Request, req *request, st *loop, dec *routing.Decision) next {
 	clear(st.refusedBackends)
 	for {
-		b, ok := p.store.NextBackend(req.target, dec.ClusterID, func(id string) bool {
+		b, ok := p.store.NextBackend(req.target, dec.ClusterID, req.pass.Req.AffinityKey, func(id string) bool {
 			return st.failedBackends[id] || st.refusedBackends[id] || (!st.failOpen && !p.cfg.Breakers.Available(id))
 		})
 		if !ok {
@@ -260,9 +260,10 @@ func (p *Proxy) answered(w http.ResponseWriter, r *http.Request, req *request, s
 
 // retryAnswer decides whether a retryable answer is retried. A
 // queue-estimate mismatch follows retryMismatch; any other reason goes to
-// another cluster within the retry budget and --proxy-max-request-retries.
-// Otherwise it counts the exhaustion and reports false: the answer is
-// passed through.
+// another cluster within the retry budget and --proxy-max-request-retries,
+// except for a returning session on its last cluster, which tries the
+// cluster's next backend first (siblingFirst). Otherwise it counts the
+// exhaustion and reports false: the answer is passed through.
 func (p *Proxy) retryAnswer(req *request, st *loop, b state.Backend, resp *http.Response, reason string) (attemptResult, bool) {
 	t := req.target
 	if reason == headers.ReasonQueueEstimateMismatch {
@@ -284,7 +285,21 @@ func (p *Proxy) retryAnswer(req *request, st *loop, b state.Backend, resp *http.
 	_ = resp.Body.Close()
 	p.cfg.Log.Warn("retrying request after retryable upstream response", "request_id", req.pass.Req.ID, "inference_server_id", b.ID,
 		"status", resp.StatusCode, "reason", reason)
+	if siblingFirst(req, b) {
+		return attemptSibling, true
+	}
 	return attemptOtherCluster, true
+}
+
+// siblingFirst reports that a retryable answer from b is retried on b's
+// cluster first: the request is a returning session and b is in its last
+// cluster, where its KV cache is. One engine's refusal (an engine 429 or
+// 503, an engine it cannot reach) says nothing of the cluster's other
+// backends, and leaving would cost the session its cache: it would escape
+// on a single transient refusal. The cluster is given up once every
+// backend has failed, and each try is a request retry, as before.
+func siblingFirst(req *request, b state.Backend) bool {
+	return req.sessionState() == routing.SessionReturning && b.ClusterID == req.pass.Req.LastClusterID
 }
 
 // retryMismatch decides the retry of a 429 queue_estimate_mismatch
@@ -380,6 +395,7 @@ func (p *Proxy) writeAnswer(w http.ResponseWriter, r *http.Request, req *request
 		p.done(req, b.ID, http.StatusInternalServerError)
 		return attemptDone
 	}
+	p.countEscape(req, st, clusterID, resp.StatusCode)
 	err := p.copyResponse(w, resp, clusterID, b, req.sessionState())
 	p.done(req, b.ID, resp.StatusCode)
 	expired := err != nil && p.pastDeadline(req)

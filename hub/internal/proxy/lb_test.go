@@ -62,8 +62,9 @@ func (w *waitingPicker) Pick(req *routing.Request, snap *routing.Snapshot, now t
 	return routing.Decision{}, false
 }
 
-// A timed wait needs no x-max-wait-ms: the proxy sleeps min(wait, 25 ms)
-// and asks again with a fresh snapshot until the picker chooses.
+// A timed wait needs no x-max-wait-ms: the proxy sleeps the whole wait
+// (no poll cuts it short while nothing publishes) and asks again with a
+// fresh snapshot until the picker chooses.
 func TestTimedWaitWithoutMaxWaitHeader(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewFake(t0)
@@ -74,7 +75,11 @@ func TestTimedWaitWithoutMaxWaitHeader(t *testing.T) {
 	for range 3 {
 		at = append(at, wait(t, wp.calls, "a waiting pick").now)
 		waitTimers(t, clk, 1)
-		clk.Advance(25 * time.Millisecond) // each sleep is capped at 25 ms
+		// A sleep cut short here would pass with the clock at 39 ms and
+		// arm its next sleep before the clock moves on.
+		clk.Advance(39 * time.Millisecond)
+		waitTimers(t, clk, 1)
+		clk.Advance(time.Millisecond)
 	}
 	at = append(at, wait(t, wp.calls, "the choosing pick").now)
 	res := wait(t, done, "the response")
@@ -82,8 +87,8 @@ func TestTimedWaitWithoutMaxWaitHeader(t *testing.T) {
 		t.Fatalf("response %+v", res)
 	}
 	for i := 1; i < len(at); i++ {
-		if d := at[i].Sub(at[i-1]); d != 25*time.Millisecond {
-			t.Fatalf("pick %d came %v after the previous one, want 25ms", i, d)
+		if d := at[i].Sub(at[i-1]); d != 40*time.Millisecond {
+			t.Fatalf("pick %d came %v after the previous one, want the whole 40ms wait", i, d)
 		}
 	}
 }
@@ -97,13 +102,11 @@ func TestTimedWaitExpires(t *testing.T) {
 	hdr := validHeaders()
 	hdr.Set(headers.MaxWaitMs, "60")
 	done := h.sendAsync(context.Background(), hdr)
-	for {
-		p := wait(t, wp.calls, "a pick")
-		if !p.now.Before(t0.Add(60 * time.Millisecond)) {
-			break
-		}
-		waitTimers(t, clk, 1)
-		clk.Advance(25 * time.Millisecond)
+	wait(t, wp.calls, "the first pick")
+	waitTimers(t, clk, 1) // one sleep to the deadline
+	clk.Advance(60 * time.Millisecond)
+	if p := wait(t, wp.calls, "the pick at the deadline"); !p.now.Equal(t0.Add(60 * time.Millisecond)) {
+		t.Fatalf("second pick at %v, want at the 60 ms deadline", p.now.Sub(t0))
 	}
 	res := wait(t, done, "the response")
 	if res.status != http.StatusServiceUnavailable {

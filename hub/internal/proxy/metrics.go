@@ -26,6 +26,7 @@ type Metrics struct {
 	kvFallbacks     *prometheus.CounterVec
 	admissions      *prometheus.CounterVec
 	sessions        *prometheus.CounterVec
+	escapes         *prometheus.CounterVec
 	sessionTargets  sync.Map // sessionTarget → struct{}: targets whose six pairs exist
 	unauthorizedN   prometheus.Counter
 	backendWaits    *prometheus.CounterVec
@@ -91,10 +92,13 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 		Help: "Requests waiting now for a backend of a known model that has none."}, []string{"routing_key", "model"})
 	reg.MustRegister(m.requests, m.attempts, m.retries, m.selections, m.exhaustedTotal, m.replayBuffer, m.proxyDur, m.routingDur,
 		m.activeInference, m.kvFallbacks, m.admissions, m.sessions, m.unauthorizedN, m.backendWaits, m.backendWaiting)
+	m.escapes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "session_escapes_total",
+		Help: "Classified requests answered (2xx) by a cluster other than their session's own, by reason: new_not_waiting, group_saturated, cluster_lost, retry."},
+		[]string{"routing_key", "model", "reason"})
 	m.deadlines = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "deadline_exceeded_total",
 		Help: "Requests ended by their x-stargate-deadline-ms, by stage: received, routing, upstream or streaming."},
 		[]string{"routing_key", "model", "stage"})
-	reg.MustRegister(m.deadlines)
+	reg.MustRegister(m.deadlines, m.escapes)
 	return m
 }
 
@@ -191,9 +195,9 @@ func (m *Metrics) admissionRejected(t routing.Target, reason string) {
 }
 
 // session counts one classified selection. The first time a (target,
-// algorithm) records one, all six state × selection pairs are created at
-// zero, so a dashboard's rate() of a pair that has not happened yet is 0,
-// not absent.
+// algorithm) records one, all six state × selection pairs and the
+// target's four escape reasons are created at zero, so a dashboard's
+// rate() of a series that has not happened yet is 0, not absent.
 func (m *Metrics) session(t routing.Target, algorithm, state, selection string) {
 	if m == nil {
 		return
@@ -205,7 +209,17 @@ func (m *Metrics) session(t routing.Target, algorithm, state, selection string) 
 				m.sessions.WithLabelValues(t.RoutingKey, t.Model, algorithm, st, sel).Add(0)
 			}
 		}
+		for _, reason := range dispatch.EscapeReasons {
+			m.escapes.WithLabelValues(t.RoutingKey, t.Model, reason).Add(0)
+		}
 		m.sessionTargets.Store(key, struct{}{})
 	}
 	m.sessions.WithLabelValues(t.RoutingKey, t.Model, algorithm, state, selection).Inc()
+}
+
+// escape counts one session escape (Proxy.countEscape).
+func (m *Metrics) escape(t routing.Target, reason string) {
+	if m != nil {
+		m.escapes.WithLabelValues(t.RoutingKey, t.Model, reason).Inc()
+	}
 }

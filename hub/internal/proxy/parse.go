@@ -136,7 +136,7 @@ func (p *Proxy) parseMethod(resolver lb.Resolver, h http.Header, rr *routing.Req
 // parseQoS reads x-priority, x-max-wait-ms and x-request-slo-ms into rr,
 // and returns the wait and whether the request sent it: an absent
 // x-max-wait-ms still allows the load balancer's timed waits, a present
-// one bounds them and allows untimed re-polls. x-max-wait-ms is clamped to
+// one bounds them and allows untimed waits. x-max-wait-ms is clamped to
 // maxWait (the routing wait cap, 60 s), so no later deadline arithmetic
 // sees more; x-request-slo-ms saturates at the largest Duration, which is
 // safe because it is only ever a divisor of elapsed time

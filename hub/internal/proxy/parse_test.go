@@ -470,7 +470,7 @@ func expectedRejection(h http.Header) (param, code string) {
 // headers with strconv and against its documented bound
 // (docs/hub.md#request-contract): x-input-tokens at most 2^32-1 and
 // exact; x-priority exact; x-max-wait-ms clamped to the 60 s routing wait,
-// with the re-poll deadline only when the header was sent; every wait
+// with the untimed-wait deadline only when the header was sent; every wait
 // deadline at most 60 s after the start; x-request-slo-ms exact or
 // saturated at the largest Duration; the retry budget exact, 0 meaning no
 // retries.

@@ -32,7 +32,12 @@ type Store interface {
 	// Activated is closed the next time any target gains its first active
 	// backend (state.Store.Activated).
 	Activated() <-chan struct{}
-	NextBackend(t routing.Target, clusterID string, skip func(backendID string) bool) (state.Backend, bool)
+	// Publications and PublishedAfter are t's waking-publication signal,
+	// which ends a routing wait when a change may give the request room
+	// (state.Store.PublishedAfter).
+	Publications(t routing.Target) uint64
+	PublishedAfter(t routing.Target, seen uint64) <-chan struct{}
+	NextBackend(t routing.Target, clusterID, affinityKey string, skip func(backendID string) bool) (state.Backend, bool)
 	HasBackend(t routing.Target, clusterID string, skip func(backendID string) bool) bool
 	Reserve(t routing.Target, clusterID, backendID string, tokens uint64, prio uint32) state.Reservation
 	// MarkFull records a backend's queue_estimate_mismatch refusal: it
@@ -71,9 +76,11 @@ type Config struct {
 	// MaxRoutingWait caps x-max-wait-ms (60 s), and is the routing wait of
 	// a request without the header when its load balancer asks to wait.
 	MaxRoutingWait time.Duration
-	// MaxWaitPoll caps one sleep of a timed routing wait (25 ms), so a
-	// waiting request sees state changes soon after they happen.
-	MaxWaitPoll time.Duration
+	// MaxWaitSleep bounds one sleep of a routing wait (1 s,
+	// dispatch.DefaultMaxWaitSleep). A waiting request wakes at its
+	// target's next waking publication; the bound only guards against the
+	// changes that wake nobody (docs/design/hub-request.md#waits).
+	MaxWaitSleep time.Duration
 	// GatewayToken is --gateway-token-file's token. When set, a request
 	// without Authorization: Bearer <token> is refused with 401, so a
 	// caller that reaches the hub directly cannot bypass the gateway's API
@@ -135,7 +142,7 @@ func Defaults() Config {
 		RequirePylonRetrySignal: true,
 		RetryBudgetHeader:       headers.StargateMaxWaitMs,
 		MaxRoutingWait:          limits.MaxRoutingWait,
-		MaxWaitPoll:             limits.MaxWaitPoll,
+		MaxWaitSleep:            limits.MaxWaitSleep,
 		ModelUnavailableWait:    DefaultModelUnavailableWait,
 		StartupGrace:            DefaultStartupGrace,
 		WaitingRoom:             waitroom.Config{Limit: DefaultMaxWaitingRequests, ReturningFirst: true},
@@ -180,6 +187,9 @@ type Proxy struct {
 	gen   atomic.Pointer[Generation]
 	rooms *waitroom.Rooms
 	rngs  sync.Pool
+	// escapes counts stargate_session_escapes_total again for
+	// /debug/state (Escapes).
+	escapes escapeCounts
 
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
@@ -204,7 +214,7 @@ func New(cfg Config, store Store, tunnels Tunnels, resolver lb.Resolver) *Proxy 
 		cfg.Propagator = otel.GetTextMapPropagator()
 	}
 	p := &Proxy{cfg: cfg, store: store, tunnels: tunnels, rooms: waitroom.New(cfg.WaitingRoom),
-		limits: dispatch.Limits{MaxRoutingWait: cfg.MaxRoutingWait, MaxWaitPoll: cfg.MaxWaitPoll},
+		limits: dispatch.Limits{MaxRoutingWait: cfg.MaxRoutingWait, MaxWaitSleep: cfg.MaxWaitSleep},
 		tracer: cfg.TracerProvider.Tracer(tracerName), propagator: cfg.Propagator, started: cfg.Clock.Now()}
 	p.SetGeneration(Generation{Resolver: resolver, ConfiguredModel: cfg.ConfiguredModel})
 	seed := cfg.Seed

@@ -12,6 +12,7 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/dispatch"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/waitroom"
+	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/headers"
 	"github.com/stargate-router/stargate/pkg/openai"
 )
@@ -44,6 +45,37 @@ type loop struct {
 	// pass gave a cluster up to waiting returning sessions.
 	ticket  *waitroom.Ticket
 	yielded bool
+	// escape is why the latest choice leaves the session's own cluster
+	// (dispatch.Outcome.Escape); ownFailed reports that a choice of that
+	// cluster was given up earlier in this request. The answer counts
+	// the escape (countEscape).
+	escape    string
+	ownFailed bool
+	// timer is the request's wait timer, made at its first wait and reset
+	// for each later one: a waiting request sleeps again after every
+	// publication of its target that does not give it room.
+	timer clock.Timer
+}
+
+// sleep arms the wait timer for d and returns its channel.
+func (st *loop) sleep(clk clock.Clock, d time.Duration) <-chan time.Time {
+	if st.timer == nil {
+		st.timer = clk.NewTimer(d)
+	} else {
+		st.timer.Reset(d)
+	}
+	return st.timer.C()
+}
+
+// wake stops the wait timer and drops a tick that fired alongside another
+// wake, so the next sleep does not end at once.
+func (st *loop) wake() {
+	if !st.timer.Stop() {
+		select {
+		case <-st.timer.C():
+		default:
+		}
+	}
 }
 
 // report ends the current attempt's breaker permit.
@@ -74,21 +106,29 @@ func (st *loop) refuseBackend(id string) {
 // snapshot (hub/internal/dispatch decides), then the action the outcome
 // calls for, until an answer is written. A cluster given up by tryCluster
 // is excluded and the loop passes again; one whose backends only refused
-// with a queue mismatch stays a candidate.
+// with a queue mismatch stays a candidate. The target's publication count
+// is read before each snapshot, so a wait ends at any waking publication
+// after it, even one between the snapshot and the sleep.
 func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng *rand.Rand) {
 	st := &loop{}
 	defer traceCounters(req.span, st, len(req.body))
-	defer func() { p.rooms.Leave(st.ticket) }()
+	defer func() {
+		p.rooms.Leave(st.ticket)
+		if st.timer != nil {
+			st.timer.Stop()
+		}
+	}()
 	loopStart := p.cfg.Clock.Now() // the body is already read: routing time starts here
 	for {
 		p.rooms.Pass(st.ticket)
+		seen := p.store.Publications(req.target)
 		snap := p.store.Snapshot(req.target)
 		req.pass.Req.Excluded = p.excludeBroken(req, st, snap)
 		out := dispatch.Decide(&req.pass, snap, p.cfg.Clock.Now(), rng)
 		switch out.Kind {
 		case dispatch.Wait:
 			st.yielded = false
-			switch p.waitToPass(r, req, st, &out) {
+			switch p.waitToPass(r, req, st, &out, seen) {
 			case waitPassAgain:
 			case waitClientGone:
 				p.done(req, "", statusClientClosed)
@@ -106,12 +146,15 @@ func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng 
 				continue
 			}
 			p.recordSelection(req, snap, &out, st, loopStart)
-			switch p.tryCluster(w, r, req, st, &out.Decision) {
-			case nextDone:
+			res := p.tryCluster(w, r, req, st, &out.Decision)
+			if res == nextDone {
 				return
-			case nextCluster:
+			}
+			if out.SessionSelection == dispatch.SelectionPrimary {
+				st.ownFailed = true
+			}
+			if res == nextCluster {
 				st.failedClusters = append(st.failedClusters, out.Decision.ClusterID)
-			case nextPass:
 			}
 		case dispatch.Rejected:
 			p.rejectAdmission(w, req, out.Reason)
@@ -268,13 +311,16 @@ const (
 	waitDisplaced                 // a returning session took this request's place
 )
 
-// waitToPass sleeps out a pass's wait on the proxy's clock, in the
-// target's waiting room (hub/internal/waitroom): the request takes a
-// place at its first wait and keeps it until an attempt reserves a
-// cluster for it (attempt leaves the room right after the reservation).
-// A returning session's sleep ends early when a request about to take a
-// cluster yields it.
-func (p *Proxy) waitToPass(r *http.Request, req *request, st *loop, out *dispatch.Outcome) waitEnd {
+// waitToPass sleeps out a pass's wait, in the target's waiting room
+// (hub/internal/waitroom): the request takes a place at its first wait
+// and keeps it until an attempt reserves a cluster for it (attempt leaves
+// the room right after the reservation). The sleep ends at the first of:
+// the wait's end on the proxy's clock; the target's first waking
+// publication after seen (a registration, a reservation released, a
+// backend gone: docs/design/hub-request.md#waits), which wakes every
+// waiter of the target at once; and, for a returning session, a request
+// about to take a cluster yielding it.
+func (p *Proxy) waitToPass(r *http.Request, req *request, st *loop, out *dispatch.Outcome, seen uint64) waitEnd {
 	if st.ticket == nil {
 		tk, ok := p.rooms.Enter(req.target, waitroom.ClassOf(req.pass.Req.Session))
 		if !ok {
@@ -289,10 +335,12 @@ func (p *Proxy) waitToPass(r *http.Request, req *request, st *loop, out *dispatc
 	}
 	st.waits++
 	wake := p.rooms.Sleep(st.ticket)
-	timer := p.cfg.Clock.NewTimer(out.Wait)
-	defer timer.Stop()
+	published := p.store.PublishedAfter(req.target, seen)
+	ticked := st.sleep(p.cfg.Clock, out.Wait)
+	defer st.wake()
 	select {
-	case <-timer.C():
+	case <-ticked:
+	case <-published:
 	case <-wake:
 	case <-st.ticket.Shed():
 		return waitDisplaced
@@ -305,10 +353,10 @@ func (p *Proxy) waitToPass(r *http.Request, req *request, st *loop, out *dispatc
 // yieldToReturning applies the returning-first policy to a pass that gave
 // a request which is not a returning session a cluster: when returning
 // sessions wait for the same target, it wakes them and waits until each
-// has passed (at most one poll interval), so the room this pass found
-// goes to them first. It reports whether the request yielded; it then
-// passes again and takes what that pass gives, so a request yields at most
-// every other pass and its delay is bounded by the poll interval.
+// has passed (at most maxYieldWait), so the room this pass found goes to
+// them first. It reports whether the request yielded; it then passes
+// again and takes what that pass gives, so a request yields at most every
+// other pass and its delay is bounded by maxYieldWait.
 func (p *Proxy) yieldToReturning(r *http.Request, req *request, st *loop) bool {
 	if st.yielded || waitroom.ClassOf(req.pass.Req.Session) == waitroom.Returning {
 		st.yielded = false
@@ -319,7 +367,7 @@ func (p *Proxy) yieldToReturning(r *http.Request, req *request, st *loop) bool {
 		return false
 	}
 	st.yielded = true
-	timer := p.cfg.Clock.NewTimer(p.cfg.MaxWaitPoll)
+	timer := p.cfg.Clock.NewTimer(maxYieldWait)
 	defer timer.Stop()
 	var shed <-chan struct{}
 	if st.ticket != nil {
@@ -333,6 +381,13 @@ func (p *Proxy) yieldToReturning(r *http.Request, req *request, st *loop) bool {
 	}
 	return true
 }
+
+// maxYieldWait bounds how long a request waits for the returning sessions
+// it yielded to. Woken, each passes within microseconds; the bound only
+// matters when one is held elsewhere (waiting for a backend to register)
+// and keeps the yielding request's delay at most what the 25 ms poll of
+// the waits once made it.
+const maxYieldWait = 25 * time.Millisecond
 
 // shed ends a request the waiting room could not keep: its target's room
 // was full, or a returning session took its place. 503 overloaded_error
@@ -382,6 +437,10 @@ func (p *Proxy) recordSelection(req *request, snap *routing.Snapshot, out *dispa
 	}
 	if out.SessionSelection != "" {
 		p.recordSession(req, dec, out.SessionSelection)
+	}
+	st.escape = out.Escape
+	if st.ownFailed {
+		st.escape = dispatch.EscapeAfterFailure(out.Escape, req.pass.Req.Session)
 	}
 }
 

@@ -88,7 +88,9 @@ func pickOf(t *testing.T, calls <-chan string, id string) {
 	}
 }
 
-// advanceUntil moves clk 25 ms at a time until done delivers: each time
+// advanceUntil moves clk 40 ms (the room picker's wait, which nothing
+// publishes to cut short: a test adds room by raising free) at a time
+// until done delivers: each time
 // at least n timers are armed (n counts the waiting requests' sleeps), it
 // advances and then waits for a pick or for done, so the clock never runs
 // ahead of a request that is passing or has reached a backend.
@@ -108,7 +110,7 @@ func advanceUntil[T any](t *testing.T, clk *clock.Fake, picks <-chan string, n i
 				t.Fatal("timed out waiting for the waiters to sleep")
 			}
 		}
-		clk.Advance(25 * time.Millisecond)
+		clk.Advance(40 * time.Millisecond)
 		select {
 		case <-picks:
 		case v := <-done:
@@ -148,6 +150,50 @@ func TestReturningSessionTakesFreedRoomFirst(t *testing.T) {
 		rp.free.Store(2)
 		if res := advanceUntil(t, clk, rp.calls, n, loser); res.status != http.StatusOK {
 			t.Fatalf("policy %v: loser status %d code %q", policy, res.status, res.header.Get(headers.StargateErrorCode))
+		}
+		h.inflight.Wait()
+	}
+}
+
+// A registration wakes every waiter of the target at once, but the room
+// it shows still goes to the returning session first: the new request,
+// waiting longer and woken with it, yields when its pass is given the
+// cluster. Repeated so that either may run first after the wake.
+func TestPublicationWakeKeepsReturningFirst(t *testing.T) {
+	t.Parallel()
+	for range 10 {
+		h, clk, rp, served, release := roomHarness(t, waitroom.Config{Limit: 16, ReturningFirst: true})
+		// Cleanups run last-registered first: a failing test cancels its
+		// requests before the harness's servers wait for them.
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		released := false
+		t.Cleanup(func() {
+			if !released {
+				close(release)
+			}
+		})
+		fresh := h.sendAsync(ctx, roomHeaders("new", false))
+		pickOf(t, rp.calls, "new")
+		waitTimers(t, clk, 1)
+		ret := h.sendAsync(ctx, roomHeaders("ret", true))
+		pickOf(t, rp.calls, "ret")
+		waitTimers(t, clk, 2) // both sleep in the room
+		rp.free.Store(1)
+		h.register("b1") // a registration of m wakes both, the clock still
+		if first := wait(t, served, "the first request served"); first != "ret" {
+			t.Fatalf("%q took the room a registration showed, want the returning session", first)
+		}
+		close(release)
+		released = true
+		if res := wait(t, ret, "the returning session's response"); res.status != http.StatusOK {
+			t.Fatalf("returning status %d", res.status)
+		}
+		waitTimers(t, clk, 1) // the new request waits on
+		rp.free.Store(2)
+		h.register("b1")
+		if res := wait(t, fresh, "the new request's response"); res.status != http.StatusOK {
+			t.Fatalf("new status %d", res.status)
 		}
 		h.inflight.Wait()
 	}

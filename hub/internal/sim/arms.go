@@ -11,24 +11,30 @@ import (
 // Arm is one routing configuration to replay the workload through: an
 // lb-config.json (parsed and resolved by the hub's own lbconfig, the
 // definition serving the workload's model with no x-routing-method), or the
-// oracle.
+// greedy-ttft router.
 type Arm struct {
 	// Name labels the arm in the report.
 	Name string
-	// Oracle replaces the hub with a router that sees every engine's exact
-	// KV contents, slots, queue and prefill backlog, and sends each request
-	// to the engine with the lowest predicted TTFT.
-	Oracle bool
-	// Config is the lb-config.json text (nil for the oracle). The string
+	// GreedyTTFT replaces the hub and the pylons' engine choice with a
+	// router that sees every engine's exact KV contents, slots, queue and
+	// prefill backlog, and sends each request to the engine with the
+	// lowest predicted TTFT. It is a strong baseline, not a bound: the
+	// workload's ceiling bounds cache hits.
+	GreedyTTFT bool
+	// Config is the lb-config.json text (nil for greedy-ttft). The string
 	// "$MODEL" in it is replaced by the workload's model id.
 	Config []byte
 }
 
-// OracleName is the name of the oracle arm.
-const OracleName = "oracle"
+// GreedyTTFTName is the name of the greedy-ttft arm.
+const GreedyTTFTName = "greedy-ttft"
 
-// DefaultArmNames is the --arms default: the --compare arms and the oracle.
-var DefaultArmNames = []string{"power-of-n", "wait-and-widen", "wait-and-widen+lca", "pulsar-wait-and-widen+lca", OracleName}
+// greedyTTFTAlias is the arm's former name, still accepted by --arms.
+const greedyTTFTAlias = "oracle"
+
+// DefaultArmNames is the --arms default: the --compare arms and
+// greedy-ttft.
+var DefaultArmNames = []string{"power-of-n", "wait-and-widen", "wait-and-widen+lca", "pulsar-wait-and-widen+lca", GreedyTTFTName}
 
 // wnwCampaign is the wait-and-widen configuration of upstream Stargate's
 // published benchmark campaign, so a run compares with its numbers:
@@ -89,16 +95,19 @@ func builtinArms() map[string]func() map[string]any {
 	}
 }
 
-// BuiltinArmNames lists the built-in arms, oracle included.
-func BuiltinArmNames() []string {
+// BuiltinConfigArmNames lists the built-in lb-config arms.
+func BuiltinConfigArmNames() []string {
 	return []string{"power-of-n", "wait-and-widen", "wait-and-widen+lca", "pulsar-wait-and-widen",
-		"pulsar-wait-and-widen+lca", OracleName}
+		"pulsar-wait-and-widen+lca"}
 }
 
-// BuiltinArm returns a built-in arm by name.
+// BuiltinArmNames lists the built-in arms, greedy-ttft included.
+func BuiltinArmNames() []string { return append(BuiltinConfigArmNames(), GreedyTTFTName) }
+
+// BuiltinArm returns a built-in arm by name; "oracle" is greedy-ttft.
 func BuiltinArm(name string) (Arm, bool) {
-	if name == OracleName {
-		return Arm{Name: name, Oracle: true}, true
+	if name == GreedyTTFTName || name == greedyTTFTAlias {
+		return Arm{Name: GreedyTTFTName, GreedyTTFT: true}, true
 	}
 	mk, ok := builtinArms()[name]
 	if !ok {

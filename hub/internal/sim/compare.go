@@ -7,7 +7,8 @@ import "sync"
 // depend on parallel) and returns the report in arm order.
 func Compare(p *Prepared, fleet Fleet, arms []Arm, opts Options, parallel int) (*Report, error) {
 	fleet = fleet.withDefaults()
-	rep := &Report{Workload: p.Info(), Seed: opts.Seed, Fleet: fleet, Arms: make([]*ArmResult, len(arms))}
+	ceil := WorkloadCeiling(p)
+	rep := &Report{Workload: p.Info(), Seed: opts.Seed, Fleet: fleet, Ceiling: ceil, Arms: make([]*ArmResult, len(arms))}
 	errs := make([]error, len(arms))
 	sem := make(chan struct{}, max(parallel, 1))
 	var wg sync.WaitGroup
@@ -17,7 +18,7 @@ func Compare(p *Prepared, fleet Fleet, arms []Arm, opts Options, parallel int) (
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			rep.Arms[i], errs[i] = Run(p, fleet, arms[i], opts)
+			rep.Arms[i], errs[i] = run(p, fleet, arms[i], opts, ceil)
 		}()
 	}
 	wg.Wait()

@@ -10,7 +10,10 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/lbconfig"
 )
 
-// The built-in fleet survives a JSON round trip and validates.
+// The built-in fleet survives a JSON round trip and validates, and it is
+// the live benchmark fleet's shape: four clusters of two pylons of two
+// BenchSlots-slot engines, pylons reporting every 250 ms and choosing engines by
+// affinity key.
 func TestDefaultFleetRoundTrip(t *testing.T) {
 	b, err := json.Marshal(DefaultFleet())
 	if err != nil {
@@ -20,22 +23,76 @@ func TestDefaultFleetRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Clusters) != 4 || len(f.Regions) != 2 || f.Pylon.IntervalMs != 1000 || f.BlockTokens != 16 {
+	if len(f.Clusters) != 4 || len(f.Regions) != 2 || f.Pylon.IntervalMs != 250 || f.BlockTokens != 16 ||
+		f.Pylon.EngineAffinity != EngineAffinityOn || f.Pylon.EngineAffinityLoadFactor != 1.25 {
 		t.Errorf("parsed fleet %+v", f)
+	}
+	for _, c := range f.Clusters {
+		if p, e := c.layout(); p != 2 || e != 2 || c.Engine.MaxConcurrency != BenchSlots || c.Engine.KVCapacityTokens != BenchKVCapacityTokens {
+			t.Errorf("cluster %s: %d pylons × %d engines, %d slots, %d KV tokens", c.ID, p, e, c.Engine.MaxConcurrency, c.Engine.KVCapacityTokens)
+		}
 	}
 }
 
+// bench/compare/sim-fleet.json, the fleet file routing-sim runs for a
+// comparison with the live benchmark, is the built-in fleet: when one
+// changes, regenerate the other with `routing-sim --print-fleet`.
+func TestBenchFleetFileIsDefault(t *testing.T) {
+	f, err := LoadFleet(filepath.Join("..", "..", "..", "bench", "compare", "sim-fleet.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(f)
+	want, _ := json.Marshal(DefaultFleet().withDefaults())
+	if string(got) != string(want) {
+		t.Errorf("bench/compare/sim-fleet.json is not DefaultFleet (regenerate it with routing-sim --print-fleet):\n%s\n%s", got, want)
+	}
+}
+
+// A bad fleet is refused with an error that names the field, and the
+// older one-engine-per-pylon form still parses.
 func TestParseFleetErrors(t *testing.T) {
-	for name, text := range map[string]string{
-		"unknown field":  `{"regions":[{"name":"r","rtt_ms":1}],"clusters":[{"id":"a","region":"r","engines":1,"engine":{}}],"bogus":1}`,
-		"no clusters":    `{"regions":[{"name":"r","rtt_ms":1}],"clusters":[]}`,
-		"unknown region": `{"regions":[{"name":"r","rtt_ms":1}],"clusters":[{"id":"a","region":"x","engines":1,"engine":{}}]}`,
-		"duplicate id":   `{"regions":[{"name":"r","rtt_ms":1}],"clusters":[{"id":"a","region":"r","engines":1,"engine":{}},{"id":"a","region":"r","engines":1,"engine":{}}]}`,
-		"no engines":     `{"regions":[{"name":"r","rtt_ms":1}],"clusters":[{"id":"a","region":"r","engines":0,"engine":{}}]}`,
-		"negative rate":  `{"regions":[{"name":"r","rtt_ms":1}],"clusters":[{"id":"a","region":"r","engines":1,"engine":{"prefill_tokens_per_s":-1}}]}`,
+	const regions = `"regions":[{"name":"r","rtt_ms":1}]`
+	cluster := func(fields string) string {
+		return `{` + regions + `,"clusters":[{"id":"a","region":"r",` + fields + `,"engine":{}}]}`
+	}
+	for _, tc := range []struct{ name, text, field string }{
+		{"unknown field", `{` + regions + `,"clusters":[{"id":"a","region":"r","engines":1,"engine":{}}],"bogus":1}`, `"bogus"`},
+		{"unknown cluster field", cluster(`"engines":1,"gpus":2`), `"gpus"`},
+		{"no clusters", `{` + regions + `,"clusters":[]}`, "clusters"},
+		{"unknown region", `{` + regions + `,"clusters":[{"id":"a","region":"x","engines":1,"engine":{}}]}`, "clusters[0] (a).region"},
+		{"duplicate id", `{` + regions + `,"clusters":[{"id":"a","region":"r","engines":1,"engine":{}},{"id":"a","region":"r","engines":1,"engine":{}}]}`, "clusters[1].id"},
+		{"no engines", cluster(`"engines":0`), "clusters[0] (a).pylons"},
+		{"negative engines", cluster(`"engines":-1`), "clusters[0] (a).engines"},
+		{"negative pylons", cluster(`"pylons":-1`), "clusters[0] (a).pylons"},
+		{"negative engines per pylon", cluster(`"pylons":1,"engines_per_pylon":-2`), "clusters[0] (a).engines_per_pylon"},
+		{"engines with pylons", cluster(`"engines":2,"pylons":2`), "clusters[0] (a).engines"},
+		{"engines per pylon alone", cluster(`"engines_per_pylon":2`), "clusters[0] (a).pylons"},
+		{"negative rate", `{` + regions + `,"clusters":[{"id":"a","region":"r","engines":1,"engine":{"prefill_tokens_per_s":-1}}]}`, "engine.prefill_tokens_per_s"},
+		{"negative transit", `{"regions":[{"name":"r","rtt_ms":1,"transit_rtt_ms":-1}],"clusters":[{"id":"a","region":"r","engines":1,"engine":{}}]}`, "regions[0] (r).transit_rtt_ms"},
+		{"bad affinity", `{` + regions + `,"clusters":[{"id":"a","region":"r","engines":1,"engine":{}}],"pylon":{"engine_affinity":"yes"}}`, "pylon.engine_affinity"},
+		{"small load factor", `{` + regions + `,"clusters":[{"id":"a","region":"r","engines":1,"engine":{}}],"pylon":{"engine_affinity_load_factor":0.5}}`, "pylon.engine_affinity_load_factor"},
 	} {
-		if _, err := ParseFleet([]byte(text)); err == nil {
-			t.Errorf("%s: no error", name)
+		_, err := ParseFleet([]byte(tc.text))
+		if err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: error %v, want one naming %s", tc.name, err, tc.field)
+		}
+	}
+	for text, want := range map[string][2]int{
+		cluster(`"engines":3`):                      {3, 1},
+		cluster(`"pylons":2`):                       {2, 1},
+		cluster(`"pylons":2,"engines_per_pylon":3`): {2, 3},
+	} {
+		f, err := ParseFleet([]byte(text))
+		if err != nil {
+			t.Errorf("%s: %v", text, err)
+			continue
+		}
+		if p, e := f.Clusters[0].layout(); p != want[0] || e != want[1] {
+			t.Errorf("%s: %d pylons × %d engines, want %d × %d", text, p, e, want[0], want[1])
+		}
+		if f.Pylon.EngineAffinity != EngineAffinityOn || f.Pylon.EngineAffinityLoadFactor != 1.25 {
+			t.Errorf("%s: engine affinity %q factor %v, want on and 1.25 by default", text, f.Pylon.EngineAffinity, f.Pylon.EngineAffinityLoadFactor)
 		}
 	}
 }
@@ -48,7 +105,7 @@ func TestBuiltinArmsParse(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: missing", name)
 		}
-		if a.Oracle {
+		if a.GreedyTTFT {
 			continue
 		}
 		cfg, err := lbconfig.Parse([]byte(replaceModel(string(a.Config), "m")))
@@ -83,7 +140,7 @@ func TestParseArms(t *testing.T) {
 	for _, a := range arms {
 		names = append(names, a.Name)
 	}
-	if strings.Join(names, ",") != "power-of-n,custom,mine,oracle" {
+	if strings.Join(names, ",") != "power-of-n,custom,mine,greedy-ttft" || !arms[3].GreedyTTFT {
 		t.Errorf("names %v", names)
 	}
 	if _, err := ParseArms("power-of-n,power-of-n"); err == nil {

@@ -16,7 +16,9 @@
 //     timed waits and the set-once session classification are the hub's;
 //     only the reaction differs: a wait schedules the next pass as an
 //     event where the proxy sleeps, and a refusal or a pass with no choice
-//     and no wait is a 503.
+//     and no wait is a 503. The wake rule is the proxy's too: a waiting
+//     request passes again at its wait's end or when the hub applies the
+//     next report, whichever is first (docs/design/hub-request.md#waits).
 //   - Engines are the mock engine's models: the KV prefix cache is
 //     pkg/mockengine/kvcache itself (prompts rendered as the mock renders
 //     chat, "role:content\n", with workload.UserText messages and
@@ -26,18 +28,24 @@
 //     pkg/mockengine/prefill.Scheduler to the nanosecond), then the TTFT
 //     base and one token per token delay, holding one of the engine's
 //     slots from admission to the last token behind an unbounded FIFO.
-//   - Each engine has its own pylon (one backend per engine) reporting the
-//     phase counts, a pinned input TPS, max_engine_concurrency and the KV
-//     counters every interval (and after a change, no sooner than the
-//     change gap); the hub applies a report half an RTT after it is sent.
+//   - A cluster is pylons (the hub's backends) in front of one or more
+//     engines each. A pylon picks the engine for each request as the live
+//     pylon does (pkg/affinity by the affinity key, bounded by load, or
+//     least outstanding), and reports one snapshot for all its engines
+//     (phase counts, input sums and KV counters summed, their slots as
+//     max_engine_concurrency, a pinned input TPS) every interval and
+//     after a change, no sooner than the change gap; the hub applies a
+//     report half a transit RTT after it is sent.
 //   - The gateway sends the session's affinity key, and with
 //     last_cluster_affinity the last cluster that answered one of the
 //     session's requests with a 2xx (sessions named by prompt_cache_key,
 //     conversation or header only), learned when the response headers
 //     arrive.
-//   - The oracle arm replaces the hub: it sees every engine's exact cached
-//     tokens, slots, queue and prefill backlog and sends each request to
-//     the engine with the lowest predicted TTFT.
+//   - The greedy-ttft arm replaces the hub and the pylons' choice: it sees
+//     every engine's exact cached tokens, slots, queue and prefill backlog
+//     and sends each request to the engine with the lowest predicted TTFT.
+//     It is a baseline, not a bound; the bound on cache hits is the
+//     workload's ceiling (WorkloadCeiling).
 //
 // A run reads no clock and draws randomness only from a stream seeded by
 // Options.Seed, so the same workload, fleet and seed give the same report

@@ -8,11 +8,14 @@ import (
 	"math"
 	"os"
 	"time"
+
+	"github.com/stargate-router/stargate/pkg/affinity"
 )
 
 // Fleet describes the simulated clusters: regions with their RTT to the
-// hub, clusters of mock engines, and the pylon reporting cadence. It is the
-// JSON of --fleet; DefaultFleet is used without one.
+// hub, clusters of pylons with mock engines behind them, and how every
+// pylon reports and spreads requests over its engines. It is the JSON of
+// --fleet; DefaultFleet is used without one.
 type Fleet struct {
 	// Regions are the places clusters live in, each with its round-trip
 	// time to the hub.
@@ -24,27 +27,51 @@ type Fleet struct {
 	// for the whole fleet, so one prompt encoding fits every cache); 0
 	// means 16, the mock engine's default.
 	BlockTokens int `json:"block_tokens,omitempty"`
-	// Pylon is the stats reporting model shared by every engine's pylon.
+	// Pylon is the reporting and engine-choice model shared by every pylon.
 	Pylon Pylon `json:"pylon"`
 }
 
 // Region is a place with its RTT to the hub.
 type Region struct {
 	Name string `json:"name"`
-	// RTTMs is the round trip between the hub and a pylon of this region:
-	// the hub sees it as the cluster's RTT, a request pays half of it on the
-	// way to the engine and half on the way back.
+	// RTTMs is the round trip between the hub and a pylon of this region
+	// as the hub measures it: the cluster's RTT in every routing decision.
 	RTTMs float64 `json:"rtt_ms"`
+	// TransitRTTMs is the round trip messages actually take: a request
+	// pays half of it on the way to the engine and half on the way back,
+	// and a pylon report reaches the hub half of it after it is sent.
+	// Omitted, it is RTTMs. The benchmark fleet runs on one machine, where
+	// the RTT is emulated (the engines delay the /health answers the hub
+	// times, and add the same delay to their TTFT base), so messages take
+	// no time and its fleet says 0.
+	TransitRTTMs *float64 `json:"transit_rtt_ms,omitempty"`
 }
 
-// Cluster is one routing cluster: Engines identical mock engines, each
-// behind its own pylon (one backend per engine, as in upstream Stargate's
-// published campaign, whose clusters were mock-engine + pylon pairs).
+// Cluster is one routing cluster: Pylons pylons (backends, as the hub
+// sees them), each in front of EnginesPerPylon identical mock engines.
+// The older form, Engines alone, means Engines pylons of one engine each
+// (upstream Stargate's published campaign ran mock-engine + pylon pairs).
 type Cluster struct {
-	ID      string     `json:"id"`
-	Region  string     `json:"region"`
-	Engines int        `json:"engines"`
-	Engine  EngineSpec `json:"engine"`
+	ID     string `json:"id"`
+	Region string `json:"region"`
+	// Engines is the one-engine-per-pylon form: that many pylons, one
+	// engine behind each. It excludes Pylons and EnginesPerPylon.
+	Engines int `json:"engines,omitempty"`
+	// Pylons is the number of pylons (hub backends) of the cluster.
+	Pylons int `json:"pylons,omitempty"`
+	// EnginesPerPylon is the number of engines behind each pylon; 0
+	// means 1.
+	EnginesPerPylon int        `json:"engines_per_pylon,omitempty"`
+	Engine          EngineSpec `json:"engine"`
+}
+
+// layout is the cluster's pylons and engines per pylon, whichever form
+// the file used.
+func (c *Cluster) layout() (pylons, perPylon int) {
+	if c.Engines > 0 {
+		return c.Engines, 1
+	}
+	return c.Pylons, max(c.EnginesPerPylon, 1)
 }
 
 // EngineSpec is one mock engine's cost model (docs/mock-engine.md flags of
@@ -64,44 +91,96 @@ type EngineSpec struct {
 	MaxConcurrency int `json:"max_concurrent_requests"`
 	// KVCapacityTokens is --kv-cache-capacity-tokens (0 disables caching).
 	KVCapacityTokens int64 `json:"kv_cache_capacity_tokens"`
-	// ReportedInputTPS is the pylon's last_mean_input_tps and
-	// max_input_tps (as with --pin-input-tps); 0 means PrefillTPS.
+	// ReportedInputTPS is what each pylon publishes as
+	// last_mean_input_tps and max_input_tps, pinned (as with
+	// --benchmark-pin-input-tps); 0 means PrefillTPS times the pylon's
+	// engines, what the benchmark fleet seeds --initial-input-tps with.
 	ReportedInputTPS float64 `json:"reported_input_tps,omitempty"`
-	// ReportMaxConcurrency makes the pylon publish MaxConcurrency as
-	// max_engine_concurrency (pylon --max-engine-concurrency); false
-	// publishes 0 (unknown), as upstream Stargate's pylon does.
+	// ReportMaxConcurrency makes the pylon publish the slots of all its
+	// engines together as max_engine_concurrency (pylon
+	// --max-engine-concurrency); false publishes 0 (unknown), as upstream
+	// Stargate's pylon does.
 	ReportMaxConcurrency bool `json:"report_max_concurrency"`
 }
 
-// Pylon is how every pylon reports: a full snapshot every IntervalMs, and
-// (ChangeGapMs > 0) also as soon as its statistics change, but no sooner
-// than ChangeGapMs after the previous one — our pylon's rule (50 ms); 0
-// reports only on the interval, upstream Stargate's pylon's rule.
+// Engine affinity modes of a pylon with several engines (pylon
+// --engine-affinity).
+const (
+	// EngineAffinityOn picks the engine by the request's affinity key
+	// (pkg/affinity), the least loaded one for a request without a key.
+	EngineAffinityOn = "on"
+	// EngineAffinityOff picks the engine with the fewest outstanding
+	// requests, ties round robin.
+	EngineAffinityOff = "off"
+)
+
+// Pylon is how every pylon reports and chooses an engine. It reports a
+// full snapshot every IntervalMs, and (ChangeGapMs > 0) also as soon as
+// its statistics change, but no sooner than ChangeGapMs after the
+// previous one — our pylon's rule (50 ms); 0 reports only on the
+// interval, upstream Stargate's pylon's rule.
 type Pylon struct {
 	IntervalMs  float64 `json:"interval_ms"`
 	ChangeGapMs float64 `json:"change_gap_ms"`
+	// EngineAffinity is "on" or "off" (pylon --engine-affinity); empty
+	// means on.
+	EngineAffinity string `json:"engine_affinity,omitempty"`
+	// EngineAffinityLoadFactor is the bound of pkg/affinity (pylon
+	// --engine-affinity-load-factor): an engine takes a key's request only
+	// while its outstanding requests stay within factor × the average (plus
+	// the request); 0 means pkg/affinity's default (2), a negative value
+	// disables the bound.
+	EngineAffinityLoadFactor float64 `json:"engine_affinity_load_factor,omitempty"`
 }
 
-// DefaultFleet is two regions of two clusters each, two engines per
-// cluster, with different prefill rates per cluster: mock-engine defaults
-// otherwise (20 ms TTFT base, 10 ms per token, 1.6M tokens of KV), 25
-// requests per engine reported as max_engine_concurrency, and our pylon's
-// cadence (1 s, 50 ms after a change).
+// Defaults of the built-in fleet, the live benchmark fleet's settings.
+// The KV capacity is what every engine of the live fleet is started with;
+// change it here and regenerate bench/compare/sim-fleet.json with
+// --print-fleet when the live fleet changes.
+const (
+	// BenchKVCapacityTokens is each engine's --kv-cache-capacity-tokens.
+	BenchKVCapacityTokens int64 = 65_536
+	// BenchSlots is each engine's --max-concurrent-requests.
+	BenchSlots = 8
+	// BenchTokenDelayMs is each engine's --token-delay-ms.
+	BenchTokenDelayMs = 5
+	// benchTTFTBaseMs is the engines' TTFT base before the region's RTT is
+	// added to it.
+	benchTTFTBaseMs = 20
+)
+
+// DefaultFleet is the live benchmark fleet: two regions (near: 1 ms RTT,
+// far: 25 ms) of two clusters each; every cluster has two pylons of two
+// engines; each engine has 8 slots (reported), BenchKVCapacityTokens of
+// KV cache, 5 ms per output token and a TTFT base of 20 ms plus its
+// region's RTT; prefill rates (cold/cached tokens/s) near-a 2k/16k,
+// near-b 1k/8k, far-a 1.5k/12k, far-b 2k/16k: slow enough that the fleet
+// is prefill-bound at rates one machine can drive. Everything runs on one
+// machine, so messages take no time (TransitRTTMs 0) and the RTT shows in
+// the engines' TTFT base and in what the hub measures. Pylons report every
+// 250 ms (the fleet's --min-update-interval-ms) and 50 ms after a change,
+// and choose engines by affinity key with the default load factor.
 func DefaultFleet() Fleet {
-	eng := func(cold, cached float64) EngineSpec {
-		return EngineSpec{PrefillTPS: cold, CachedPrefillTPS: cached, TTFTMs: 20, TokenDelayMs: 10,
-			MaxConcurrency: 25, KVCapacityTokens: 1_600_000, ReportMaxConcurrency: true}
+	zero := 0.0
+	eng := func(rttMs, cold, cached float64) EngineSpec {
+		return EngineSpec{PrefillTPS: cold, CachedPrefillTPS: cached, TTFTMs: benchTTFTBaseMs + rttMs,
+			TokenDelayMs: BenchTokenDelayMs, MaxConcurrency: BenchSlots, KVCapacityTokens: BenchKVCapacityTokens,
+			ReportMaxConcurrency: true}
+	}
+	cluster := func(id, region string, rttMs, cold, cached float64) Cluster {
+		return Cluster{ID: id, Region: region, Pylons: 2, EnginesPerPylon: 2, Engine: eng(rttMs, cold, cached)}
 	}
 	return Fleet{
-		Regions: []Region{{Name: "near", RTTMs: 2}, {Name: "far", RTTMs: 40}},
+		Regions: []Region{{Name: "near", RTTMs: 1, TransitRTTMs: &zero}, {Name: "far", RTTMs: 25, TransitRTTMs: &zero}},
 		Clusters: []Cluster{
-			{ID: "near-a", Region: "near", Engines: 2, Engine: eng(64000, 133000)},
-			{ID: "near-b", Region: "near", Engines: 2, Engine: eng(32000, 66500)},
-			{ID: "far-a", Region: "far", Engines: 2, Engine: eng(64000, 133000)},
-			{ID: "far-b", Region: "far", Engines: 2, Engine: eng(48000, 100000)},
+			cluster("near-a", "near", 1, 2000, 16000),
+			cluster("near-b", "near", 1, 1000, 8000),
+			cluster("far-a", "far", 25, 1500, 12000),
+			cluster("far-b", "far", 25, 2000, 16000),
 		},
 		BlockTokens: 16,
-		Pylon:       Pylon{IntervalMs: 1000, ChangeGapMs: 50},
+		Pylon: Pylon{IntervalMs: 250, ChangeGapMs: 50, EngineAffinity: EngineAffinityOn,
+			EngineAffinityLoadFactor: affinity.DefaultLoadFactor},
 	}
 }
 
@@ -122,6 +201,9 @@ func ParseFleet(b []byte) (Fleet, error) {
 	if err := dec.Decode(&f); err != nil {
 		return Fleet{}, fmt.Errorf("fleet: %w", err)
 	}
+	if dec.More() {
+		return Fleet{}, errors.New("fleet: more than one JSON value")
+	}
 	f = f.withDefaults()
 	if err := f.Validate(); err != nil {
 		return Fleet{}, err
@@ -136,71 +218,134 @@ func (f Fleet) withDefaults() Fleet {
 	if f.Pylon.IntervalMs == 0 {
 		f.Pylon.IntervalMs = 1000
 	}
+	if f.Pylon.EngineAffinity == "" {
+		f.Pylon.EngineAffinity = EngineAffinityOn
+	}
+	if f.Pylon.EngineAffinityLoadFactor == 0 {
+		f.Pylon.EngineAffinityLoadFactor = affinity.DefaultLoadFactor
+	}
 	return f
 }
 
-// Validate reports the first problem of the fleet.
+// Validate reports the first problem of the fleet, naming the field.
 func (f Fleet) Validate() error {
 	if len(f.Clusters) == 0 {
-		return errors.New("fleet: no clusters")
+		return errors.New("fleet: clusters: none")
 	}
 	if f.BlockTokens < 1 {
 		return fmt.Errorf("fleet: block_tokens %d, want ≥ 1", f.BlockTokens)
 	}
-	if !finiteNonNeg(f.Pylon.IntervalMs) || f.Pylon.IntervalMs <= 0 || !finiteNonNeg(f.Pylon.ChangeGapMs) {
-		return errors.New("fleet: pylon interval_ms must be > 0 and change_gap_ms ≥ 0")
+	if err := f.Pylon.validate(); err != nil {
+		return err
 	}
 	regions := map[string]bool{}
-	for _, r := range f.Regions {
-		if r.Name == "" || regions[r.Name] {
-			return fmt.Errorf("fleet: region name %q empty or repeated", r.Name)
-		}
-		if !finiteNonNeg(r.RTTMs) {
-			return fmt.Errorf("fleet: region %s: rtt_ms %v", r.Name, r.RTTMs)
+	for i, r := range f.Regions {
+		switch {
+		case r.Name == "" || regions[r.Name]:
+			return fmt.Errorf("fleet: regions[%d].name %q empty or repeated", i, r.Name)
+		case !finiteNonNeg(r.RTTMs):
+			return fmt.Errorf("fleet: regions[%d] (%s).rtt_ms %v, want finite and ≥ 0", i, r.Name, r.RTTMs)
+		case r.TransitRTTMs != nil && !finiteNonNeg(*r.TransitRTTMs):
+			return fmt.Errorf("fleet: regions[%d] (%s).transit_rtt_ms %v, want finite and ≥ 0", i, r.Name, *r.TransitRTTMs)
 		}
 		regions[r.Name] = true
 	}
 	ids := map[string]bool{}
-	for _, c := range f.Clusters {
-		e := c.Engine
-		switch {
-		case c.ID == "" || ids[c.ID]:
-			return fmt.Errorf("fleet: cluster id %q empty or repeated", c.ID)
-		case !regions[c.Region]:
-			return fmt.Errorf("fleet: cluster %s: unknown region %q", c.ID, c.Region)
-		case c.Engines < 1:
-			return fmt.Errorf("fleet: cluster %s: engines %d, want ≥ 1", c.ID, c.Engines)
-		case !finiteNonNeg(e.PrefillTPS) || !finiteNonNeg(e.CachedPrefillTPS) || !finiteNonNeg(e.TTFTMs) ||
-			!finiteNonNeg(e.TokenDelayMs) || !finiteNonNeg(e.ReportedInputTPS):
-			return fmt.Errorf("fleet: cluster %s: rates and delays must be finite and ≥ 0", c.ID)
-		case e.MaxConcurrency < 0 || e.KVCapacityTokens < 0:
-			return fmt.Errorf("fleet: cluster %s: max_concurrent_requests and kv_cache_capacity_tokens must be ≥ 0", c.ID)
+	for i := range f.Clusters {
+		c := &f.Clusters[i]
+		if c.ID == "" || ids[c.ID] {
+			return fmt.Errorf("fleet: clusters[%d].id %q empty or repeated", i, c.ID)
 		}
 		ids[c.ID] = true
+		if err := c.validate(regions); err != nil {
+			return fmt.Errorf("fleet: clusters[%d] (%s).%w", i, c.ID, err)
+		}
+	}
+	return nil
+}
+
+func (p *Pylon) validate() error {
+	switch {
+	case !finiteNonNeg(p.IntervalMs) || p.IntervalMs <= 0:
+		return fmt.Errorf("fleet: pylon.interval_ms %v, want > 0", p.IntervalMs)
+	case !finiteNonNeg(p.ChangeGapMs):
+		return fmt.Errorf("fleet: pylon.change_gap_ms %v, want ≥ 0", p.ChangeGapMs)
+	case p.EngineAffinity != EngineAffinityOn && p.EngineAffinity != EngineAffinityOff:
+		return fmt.Errorf("fleet: pylon.engine_affinity %q, want %q or %q", p.EngineAffinity, EngineAffinityOn, EngineAffinityOff)
+	case math.IsNaN(p.EngineAffinityLoadFactor) || math.IsInf(p.EngineAffinityLoadFactor, 0) ||
+		(p.EngineAffinityLoadFactor > 0 && p.EngineAffinityLoadFactor < 1):
+		return fmt.Errorf("fleet: pylon.engine_affinity_load_factor %v, want ≥ 1 (or < 0: no load bound)", p.EngineAffinityLoadFactor)
+	}
+	return nil
+}
+
+// validate checks one cluster; the error starts with the field's name.
+func (c *Cluster) validate(regions map[string]bool) error {
+	e := &c.Engine
+	switch {
+	case !regions[c.Region]:
+		return fmt.Errorf("region %q: not in regions", c.Region)
+	case c.Engines < 0:
+		return fmt.Errorf("engines %d, want ≥ 1", c.Engines)
+	case c.Pylons < 0:
+		return fmt.Errorf("pylons %d, want ≥ 1", c.Pylons)
+	case c.EnginesPerPylon < 0:
+		return fmt.Errorf("engines_per_pylon %d, want ≥ 1", c.EnginesPerPylon)
+	case c.Engines > 0 && (c.Pylons > 0 || c.EnginesPerPylon > 0):
+		return errors.New("engines: set engines (one engine per pylon) or pylons and engines_per_pylon, not both")
+	case c.Engines == 0 && c.Pylons == 0:
+		return errors.New("pylons: 0, want ≥ 1 (or engines ≥ 1)")
+	case !finiteNonNeg(e.PrefillTPS):
+		return fmt.Errorf("engine.prefill_tokens_per_s %v, want finite and ≥ 0", e.PrefillTPS)
+	case !finiteNonNeg(e.CachedPrefillTPS):
+		return fmt.Errorf("engine.cached_prefill_tokens_per_s %v, want finite and ≥ 0", e.CachedPrefillTPS)
+	case !finiteNonNeg(e.TTFTMs):
+		return fmt.Errorf("engine.ttft_ms %v, want finite and ≥ 0", e.TTFTMs)
+	case !finiteNonNeg(e.TokenDelayMs):
+		return fmt.Errorf("engine.token_delay_ms %v, want finite and ≥ 0", e.TokenDelayMs)
+	case !finiteNonNeg(e.ReportedInputTPS):
+		return fmt.Errorf("engine.reported_input_tps %v, want finite and ≥ 0", e.ReportedInputTPS)
+	case e.MaxConcurrency < 0:
+		return fmt.Errorf("engine.max_concurrent_requests %d, want ≥ 0", e.MaxConcurrency)
+	case e.KVCapacityTokens < 0:
+		return fmt.Errorf("engine.kv_cache_capacity_tokens %d, want ≥ 0", e.KVCapacityTokens)
 	}
 	return nil
 }
 
 func finiteNonNeg(x float64) bool { return x >= 0 && !math.IsInf(x, 0) && !math.IsNaN(x) }
 
-// rtt returns the RTT of a cluster's region.
-func (f *Fleet) rtt(c *Cluster) time.Duration {
-	for _, r := range f.Regions {
-		if r.Name == c.Region {
-			return msDuration(r.RTTMs)
+// region returns a cluster's region.
+func (f *Fleet) region(c *Cluster) *Region {
+	for i := range f.Regions {
+		if f.Regions[i].Name == c.Region {
+			return &f.Regions[i]
 		}
 	}
-	return 0
+	return &Region{}
+}
+
+// rtt is the RTT the hub measures for a cluster.
+func (f *Fleet) rtt(c *Cluster) time.Duration { return msDuration(f.region(c).RTTMs) }
+
+// transit is the round trip messages to and from a cluster take.
+func (f *Fleet) transit(c *Cluster) time.Duration {
+	r := f.region(c)
+	if r.TransitRTTMs != nil {
+		return msDuration(*r.TransitRTTMs)
+	}
+	return msDuration(r.RTTMs)
 }
 
 func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 
-// reportedTPS is what the engine's pylon publishes as its input TPS.
-func (e *EngineSpec) reportedTPS() float64 {
+// reportedTPS is what a pylon of n such engines publishes as its input
+// TPS.
+func (e *EngineSpec) reportedTPS(n int) float64 {
 	if e.ReportedInputTPS > 0 {
 		return e.ReportedInputTPS
 	}
-	return e.PrefillTPS
+	return e.PrefillTPS * float64(n)
 }
 
 // prefillWork is the mock engine's solo prefill time for cold and cached

@@ -19,12 +19,35 @@ import (
 // lbconfig, and the hub's routing pass (hub/internal/dispatch), the same
 // one the proxy runs. Only what the proxy does around a pass differs: it
 // sleeps on a clock where the simulator schedules an event.
+//
+// The wake rule is the proxy's (docs/design/hub-request.md#waits): a
+// request that waits passes again at the end of its wait or at its
+// target's next waking publication, whichever is first. The simulator's
+// waking publications are the reports it applies (a reservation wakes
+// nobody, as in the hub); a report wakes every sleeper, in the order they
+// went to sleep, all at the report's instant.
 type hub struct {
 	clk    *clock.Fake
 	store  *state.Store
 	target routing.Target
 	route  lb.Route
 	limits dispatch.Limits
+
+	// seen is the target's publication count read before the latest
+	// pass's snapshot, as the proxy reads it.
+	seen uint64
+	// sleepers are the requests put to sleep since the last wake, in
+	// order; asleep holds the current nap of each sleeping request: an
+	// evDecide event of another nap is stale (the request was woken).
+	sleepers []sleeper
+	asleep   map[*reqState]uint64
+	naps     uint64
+}
+
+// sleeper is one nap of a waiting request.
+type sleeper struct {
+	rs        *reqState
+	seen, nap uint64
 }
 
 // newHub resolves the lb-config cfgText for model (no x-routing-method)
@@ -45,14 +68,15 @@ func newHub(cfgText []byte, model string, opts Options) (*hub, error) {
 		return nil, rej
 	}
 	opts = opts.withDefaults()
-	return &hub{clk: clk, store: state.New(clk), target: target, route: route,
-		limits: dispatch.Limits{MaxRoutingWait: opts.MaxRoutingWait, MaxWaitPoll: opts.MaxWaitPoll}}, nil
+	return &hub{clk: clk, store: state.New(clk, opts.State...), target: target, route: route,
+		limits: dispatch.Limits{MaxRoutingWait: opts.MaxRoutingWait, MaxWaitSleep: opts.MaxWaitSleep},
+		asleep: map[*reqState]uint64{}}, nil
 }
 
 // newPass starts the pass state of a request that arrives now. The
 // gateway sends no x-max-wait-ms, so the request takes the timed waits its
 // load balancer asks for, up to the routing deadline, and no untimed
-// re-polls.
+// waits.
 func (h *hub) newPass(req routing.Request) dispatch.Pass {
 	return dispatch.NewPass(h.route, req, 0, false, h.limits)
 }
@@ -62,11 +86,12 @@ func (h *hub) newPass(req routing.Request) dispatch.Pass {
 // proxy's first attempt does; ok is false only if the chosen cluster has
 // no backend, which a snapshot never publishes.
 func (h *hub) pass(p *dispatch.Pass, now time.Time, rng *rand.Rand) (out dispatch.Outcome, b state.Backend, ok bool) {
+	h.seen = h.store.Publications(h.target)
 	out = dispatch.Decide(p, h.store.Snapshot(h.target), now, rng)
 	if out.Kind != dispatch.Chosen {
 		return out, state.Backend{}, true
 	}
-	b, ok = h.store.NextBackend(h.target, out.Decision.ClusterID, nil)
+	b, ok = h.store.NextBackend(h.target, out.Decision.ClusterID, p.Req.AffinityKey, nil)
 	if !ok {
 		return out, b, false
 	}
@@ -76,3 +101,51 @@ func (h *hub) pass(p *dispatch.Pass, now time.Time, rng *rand.Rand) (out dispatc
 
 // armError names the arm in a hub construction error.
 func armError(arm string, err error) error { return fmt.Errorf("arm %s: %w", arm, err) }
+
+// sleep puts rs to sleep after a pass that waits d: its next pass is d
+// from now, unless a waking publication comes first (wake).
+func (r *runner) sleep(rs *reqState, d time.Duration) {
+	h := r.hub
+	h.naps++
+	h.asleep[rs] = h.naps
+	h.sleepers = append(h.sleepers, sleeper{rs: rs, seen: h.seen, nap: h.naps})
+	r.schedule(r.now+int64(d), event{kind: evDecide, r: rs, n: h.naps})
+}
+
+// wake runs after the hub applied a report: every sleeper whose target
+// has had a waking publication since its pass read the count passes
+// again now, in the order they went to sleep. Their pending wait events
+// go stale.
+func (r *runner) wake() {
+	h := r.hub
+	now := h.store.Publications(h.target)
+	kept := h.sleepers[:0]
+	for _, s := range h.sleepers {
+		if h.asleep[s.rs] != s.nap {
+			continue // already passed again at its wait's end
+		}
+		if s.seen == now {
+			kept = append(kept, s)
+			continue
+		}
+		h.naps++
+		h.asleep[s.rs] = h.naps
+		r.schedule(r.now, event{kind: evDecide, r: s.rs, n: h.naps})
+	}
+	clear(h.sleepers[len(kept):])
+	h.sleepers = kept
+}
+
+// awake reports whether an evDecide event of nap n for rs is due: false
+// when rs was woken since and the event is stale. The greedy arm has no
+// hub and no naps.
+func (h *hub) awake(rs *reqState, n uint64) bool {
+	if h == nil {
+		return true
+	}
+	if h.asleep[rs] != n {
+		return false
+	}
+	delete(h.asleep, rs)
+	return true
+}

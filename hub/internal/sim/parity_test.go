@@ -36,12 +36,16 @@ import (
 // passes through hub/internal/dispatch; the test pins that each builds the
 // pass state the same way (deadlines, request fields, route) and acts on
 // the outcome the same way (wait durations, when to reject, where to
-// reserve), so a second copy of the loop in either would show here.
+// reserve), so a second copy of the loop in either would show here. No
+// registration lands inside a request's wait here; that a registration
+// ends a wait on both sides is TestSleepersWakeOnAppliedReports's and the
+// proxy's TestUntimedWaitWakesOnPublication's.
 //
 // The decisions depend on everything compared: the random stream (the
 // "another seed diverges" subtests below show a different stream changes
-// them), the poll cap and deadlines (a simulator polling every 20 ms
-// instead of 25 ms fails the wait-and-widen configs), and the reservations
+// them), the sleep bound and deadlines (a simulator that cut waits at
+// 25 ms, as the hub once polled, fails the wait-and-widen configs), and
+// the reservations
 // (reports reach the stores a third of the fleet at a time, so earlier
 // requests' reservations shape later choices; a simulator that did not
 // reserve fails power-of-n at the second request).
@@ -392,9 +396,11 @@ func diff(after, before map[string]float64) map[string]float64 {
 }
 
 // stepClock is the proxy's clock in the parity test. The handler runs on
-// the test's goroutine, so a timer can fire at once: NewTimer moves the
-// time to its deadline and records the wait. AfterFunc (the head timeout)
-// never fires: the in-memory tunnel answers at once.
+// the test's goroutine, so a timer can fire at once: NewTimer and Reset
+// move the time to the deadline and record the wait (no registration
+// lands inside a request's wait here, so nothing wakes it sooner).
+// AfterFunc (the head timeout) never fires: the in-memory tunnel answers
+// at once.
 type stepClock struct {
 	now   time.Time
 	waits []time.Duration
@@ -406,20 +412,30 @@ func (c *stepClock) Now() time.Time                  { return c.now }
 func (c *stepClock) Since(t time.Time) time.Duration { return c.now.Sub(t) }
 
 func (c *stepClock) NewTimer(d time.Duration) clock.Timer {
-	c.now = c.now.Add(d)
-	c.waits = append(c.waits, d)
-	ch := make(chan time.Time, 1)
-	ch <- c.now
-	return stepTimer{ch}
+	t := stepTimer{c: c, ch: make(chan time.Time, 1)}
+	t.Reset(d)
+	return t
 }
 
 func (c *stepClock) AfterFunc(time.Duration, func()) clock.Timer { return stepTimer{} }
 
-type stepTimer struct{ ch chan time.Time }
+type stepTimer struct {
+	c  *stepClock
+	ch chan time.Time
+}
 
-func (s stepTimer) C() <-chan time.Time    { return s.ch }
-func (stepTimer) Stop() bool               { return false }
-func (stepTimer) Reset(time.Duration) bool { return false }
+func (s stepTimer) C() <-chan time.Time { return s.ch }
+func (stepTimer) Stop() bool            { return false }
+
+func (s stepTimer) Reset(d time.Duration) bool {
+	if s.c == nil {
+		return false
+	}
+	s.c.now = s.c.now.Add(d)
+	s.c.waits = append(s.c.waits, d)
+	s.ch <- s.c.now
+	return false
+}
 
 // memoryTunnels answer every request at once with an empty 200.
 type memoryTunnels struct{}

@@ -179,13 +179,13 @@ func TestProcShareMatchesPrefillScheduler(t *testing.T) {
 	}
 }
 
-// The oracle's look-ahead agrees with what the engine then does when
+// The greedy-ttft arm's look-ahead agrees with what the engine then does when
 // nothing else arrives: a request joining two running prefills.
 func TestPredictTTFTMatchesEngine(t *testing.T) {
 	f := equalFleet(1, 1, 25, 4)
 	w := openWorkload(t, oreq{0, "a", 1, 3000, 5}, oreq{1, "b", 1, 2000, 5}, oreq{2, "c", 1, 1000, 5})
 	p := prepare(t, w, f)
-	r, err := newRunner(p, f, Arm{Name: OracleName, Oracle: true}, Options{})
+	r, err := newRunner(p, f, Arm{Name: GreedyTTFTName, GreedyTTFT: true}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,14 +37,95 @@ type ArmResult struct {
 	MakespanS     float64 `json:"makespan_s"`
 	ThroughputRPS float64 `json:"throughput_rps"`
 
-	Cache      CacheHit       `json:"cache_hit"`
+	Cache CacheHit `json:"cache_hit"`
+	// Evictions sums every engine's KV evictions, as the mock engine's
+	// mock_engine_kv_cache_evicted_blocks_total counts them.
+	Evictions  Evictions      `json:"evictions"`
 	Clusters   []ClusterShare `json:"clusters"`
+	Regions    []RegionShare  `json:"regions"`
 	Sessions   SessionMoves   `json:"sessions"`
+	Escapes    Escapes        `json:"escapes"`
 	Selections Selections     `json:"selections"`
 	// SessionStates counts classified selections (last_cluster_affinity
 	// arms only) by state and selection class, as
 	// stargate_routing_session_selections_total would.
 	SessionStates []StateCount `json:"session_states"`
+	// SideBySide repeats the numbers a live run of the same workload on
+	// the same fleet also measures, flat and named for that comparison
+	// (docs/routing-sim.md#side-by-side-with-a-live-run).
+	SideBySide SideBySide `json:"side_by_side"`
+}
+
+// Evictions counts KV cache blocks evicted to make room, and their tokens.
+type Evictions struct {
+	Blocks int64 `json:"blocks"`
+	Tokens int64 `json:"tokens"`
+}
+
+// RegionShare is how many requests a region's clusters served.
+type RegionShare struct {
+	Name     string  `json:"name"`
+	Requests int     `json:"requests"`
+	Pct      float64 `json:"pct"`
+}
+
+// Escapes counts the turns of sessions served on another cluster than the
+// session's previous turn, split by what the router saw when it moved the
+// turn. The live hub counts escapes by reason in
+// stargate_session_escapes_total; the simulator can tell only these
+// cases apart, and it never retries (no reason retry).
+type Escapes struct {
+	// Turns is every such turn (the sessions with at least one are
+	// SessionMoves.Escaped).
+	Turns int `json:"turns"`
+	// LastClusterAbsent: the previous turn's cluster was not in the
+	// routing snapshot (live: cluster_lost). Clusters never leave a
+	// simulated fleet, so it stays 0 unless a cluster never registers.
+	LastClusterAbsent int `json:"last_cluster_absent"`
+	// LastClusterPresentAfterWait: it was there, and the request took at
+	// least one timed wait before it went elsewhere (the affinity wait ran
+	// out; live: group_saturated).
+	LastClusterPresentAfterWait int `json:"last_cluster_present_after_wait"`
+	// LastClusterPresentAtOnce: it was there, and the first routing pass
+	// went elsewhere (no affinity wait taken: a request the hub saw as a
+	// new session, as every request is without last_cluster_affinity, or
+	// the affinity order put another cluster first; live: new_not_waiting
+	// for the former).
+	LastClusterPresentAtOnce int `json:"last_cluster_present_at_once"`
+}
+
+// SideBySide is one arm's numbers under the names a live comparison
+// uses: loadgen's report names where loadgen measures the same thing.
+type SideBySide struct {
+	// Requests is the workload's requests; OK those that completed.
+	Requests int `json:"requests"`
+	OK       int `json:"ok"`
+	// PromptTokens and CachedTokens are over completed requests;
+	// CacheHitPct is their ratio (loadgen's all.cache_hit_pct).
+	PromptTokens int64   `json:"prompt_tokens"`
+	CachedTokens int64   `json:"cached_tokens"`
+	CacheHitPct  float64 `json:"cache_hit_pct"`
+	// CacheableTokens and CeilingPct are the workload's ceiling
+	// (Report.Ceiling: cacheable tokens, and their share of all prompt
+	// tokens); CachedOfCeilingPct is CachedTokens over CacheableTokens
+	// (loadgen's all.cacheable_tokens and all.cached_of_ceiling_pct).
+	CacheableTokens    int64   `json:"cacheable_tokens"`
+	CeilingPct         float64 `json:"ceiling_pct"`
+	CachedOfCeilingPct float64 `json:"cached_of_ceiling_pct"`
+	// EvictedBlocks is the fleet's KV evictions (the engines'
+	// mock_engine_kv_cache_evicted_blocks_total, after minus before).
+	EvictedBlocks int64 `json:"evicted_blocks"`
+	// TTFTP50Ms and TTFTP99Ms are client TTFT percentiles.
+	TTFTP50Ms float64 `json:"ttft_p50_ms"`
+	TTFTP99Ms float64 `json:"ttft_p99_ms"`
+	// RegionSharePct is each region's share of completed requests.
+	RegionSharePct map[string]float64 `json:"region_share_pct"`
+	// Escaped is the sessions that changed cluster between two consecutive
+	// turns and Moves every such change (loadgen's escaped and moves);
+	// EscapesByReason splits Moves as Escapes does.
+	Escaped         int            `json:"escaped"`
+	Moves           int            `json:"moves"`
+	EscapesByReason map[string]int `json:"escapes_by_reason"`
 }
 
 // AdmissionRejections counts requests input-work admission refused, by
@@ -79,13 +160,15 @@ type Latency struct {
 
 // CacheHit is cached over prompt tokens of completed requests, in percent:
 // overall, for first turns (new sessions and anonymous requests) and for
-// later turns of a session.
+// later turns of a session; and the cached tokens as a share of the
+// workload's ceiling (Report.Ceiling.CacheableTokens).
 type CacheHit struct {
 	OverallPct   float64 `json:"overall_pct"`
 	NewPct       float64 `json:"new_turns_pct"`
 	ReturningPct float64 `json:"returning_turns_pct"`
 	PromptTokens int64   `json:"prompt_tokens"`
 	CachedTokens int64   `json:"cached_tokens"`
+	PctOfCeiling float64 `json:"cached_of_ceiling_pct"`
 }
 
 // ClusterShare is how many requests a cluster served.
@@ -123,7 +206,7 @@ type StateCount struct {
 }
 
 func (r *runner) result() *ArmResult {
-	res := &ArmResult{Name: r.arm.Name, Algorithm: OracleName, Requests: len(r.reqs)}
+	res := &ArmResult{Name: r.arm.Name, Algorithm: GreedyTTFTName, Requests: len(r.reqs)}
 	if r.hub != nil {
 		res.Algorithm = r.hub.route.Algorithm
 		if r.hub.route.HasInputWorkLimit {
@@ -187,6 +270,7 @@ func (r *runner) result() *ArmResult {
 		if rs.wr.Session == "" {
 			continue
 		}
+		res.Escapes.count(rs)
 		s := sessions[rs.wr.Session]
 		if s == nil {
 			s = &sess{home: rs.cluster, last: rs.cluster}
@@ -232,13 +316,59 @@ func (r *runner) result() *ArmResult {
 	}
 	res.MakespanS = round3(res.MakespanS)
 	res.Cache = CacheHit{OverallPct: pct(newC+retC, newP+retP), NewPct: pct(newC, newP), ReturningPct: pct(retC, retP),
-		PromptTokens: newP + retP, CachedTokens: newC + retC}
+		PromptTokens: newP + retP, CachedTokens: newC + retC, PctOfCeiling: pct(newC+retC, r.ceiling.CacheableTokens)}
+	for _, e := range r.engines {
+		kv := e.kv.Stats()
+		res.Evictions.Blocks += kv.EvictedBlocks
+		res.Evictions.Tokens += kv.EvictedTokens
+	}
+	perRegion := map[string]int{}
 	for _, c := range r.clusters {
 		res.Clusters = append(res.Clusters, ClusterShare{ID: c.id, Requests: perCluster[c.id],
 			Pct: pct(int64(perCluster[c.id]), int64(res.Completed))})
+		perRegion[c.region] += perCluster[c.id]
+	}
+	for _, reg := range r.fleet.Regions {
+		res.Regions = append(res.Regions, RegionShare{Name: reg.Name, Requests: perRegion[reg.Name],
+			Pct: pct(int64(perRegion[reg.Name]), int64(res.Completed))})
 	}
 	res.SessionStates = states
+	res.SideBySide = res.sideBySide(r.ceiling)
 	return res
+}
+
+// count adds rs, a completed turn of a named session, if it moved.
+func (x *Escapes) count(rs *reqState) {
+	if rs.prevCluster == "" || rs.cluster == rs.prevCluster {
+		return
+	}
+	x.Turns++
+	switch {
+	case !rs.prevPresent:
+		x.LastClusterAbsent++
+	case rs.waits > 0:
+		x.LastClusterPresentAfterWait++
+	default:
+		x.LastClusterPresentAtOnce++
+	}
+}
+
+// sideBySide gathers the comparison block from the finished result.
+func (res *ArmResult) sideBySide(ceil Ceiling) SideBySide {
+	s := SideBySide{Requests: res.Requests, OK: res.Completed,
+		PromptTokens: res.Cache.PromptTokens, CachedTokens: res.Cache.CachedTokens, CacheHitPct: res.Cache.OverallPct,
+		CacheableTokens: ceil.CacheableTokens, CeilingPct: ceil.Pct, CachedOfCeilingPct: res.Cache.PctOfCeiling,
+		EvictedBlocks: res.Evictions.Blocks, TTFTP50Ms: res.TTFTMs.P50, TTFTP99Ms: res.TTFTMs.P99,
+		RegionSharePct: map[string]float64{}, Escaped: res.Sessions.Escaped, Moves: res.Sessions.Moves,
+		EscapesByReason: map[string]int{
+			"last_cluster_absent":             res.Escapes.LastClusterAbsent,
+			"last_cluster_present_after_wait": res.Escapes.LastClusterPresentAfterWait,
+			"last_cluster_present_at_once":    res.Escapes.LastClusterPresentAtOnce,
+		}}
+	for _, r := range res.Regions {
+		s.RegionSharePct[r.Name] = r.Pct
+	}
+	return s
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
@@ -269,10 +399,11 @@ func summarise(xs []float64) Latency {
 	return Latency{Mean: round3(sum / float64(len(s))), P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: round3(s[len(s)-1])}
 }
 
-// Report is a whole comparison: the workload, the fleet, the seed and
-// every arm's result, in --arms order.
+// Report is a whole comparison: the workload and its cache ceiling, the
+// fleet, the seed and every arm's result, in --arms order.
 type Report struct {
 	Workload WorkloadInfo `json:"workload"`
+	Ceiling  Ceiling      `json:"ceiling"`
 	Seed     uint64       `json:"seed"`
 	Fleet    Fleet        `json:"fleet"`
 	Arms     []*ArmResult `json:"arms"`
@@ -317,10 +448,16 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, ", %d requests, %d sessions, model `%s`, workload seed %d\n", wl.Requests, wl.Sessions, wl.Model, wl.Seed)
 	fmt.Fprintf(&b, "- workload fingerprint: `%s`\n", orDash(wl.Fingerprint))
+	fmt.Fprintf(&b, "- ceiling: %.1f%% of %d prompt tokens cacheable at all (%d cacheable; unbounded cache, %d-token blocks)\n",
+		rep.Ceiling.Pct, rep.Ceiling.PromptTokens, rep.Ceiling.CacheableTokens, rep.Ceiling.BlockTokens)
 	fmt.Fprintf(&b, "- simulation seed: %d\n", rep.Seed)
 	fmt.Fprintf(&b, "- fleet: %s; pylon reports every %g ms", fleetSummary(&rep.Fleet), rep.Fleet.Pylon.IntervalMs)
 	if rep.Fleet.Pylon.ChangeGapMs > 0 {
 		fmt.Fprintf(&b, " and %g ms after a change", rep.Fleet.Pylon.ChangeGapMs)
+	}
+	fmt.Fprintf(&b, "; engine affinity %s", orDash(rep.Fleet.Pylon.EngineAffinity))
+	if rep.Fleet.Pylon.EngineAffinity == EngineAffinityOn {
+		fmt.Fprintf(&b, " (load factor %g)", rep.Fleet.Pylon.EngineAffinityLoadFactor)
 	}
 	b.WriteString("\n\n")
 
@@ -359,15 +496,24 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	row("routing wait mean / p99 ms", func(a *ArmResult) string { return f1(a.RouteMs.Mean) + " / " + f1(a.RouteMs.P99) })
 	row("makespan s / throughput rps", func(a *ArmResult) string { return f1(a.MakespanS) + " / " + f1(a.ThroughputRPS) })
 	row("cache hit % overall", func(a *ArmResult) string { return f1(a.Cache.OverallPct) })
+	row("cached % of ceiling", func(a *ArmResult) string { return f1(a.Cache.PctOfCeiling) })
 	row("cache hit % first turns", func(a *ArmResult) string { return f1(a.Cache.NewPct) })
 	row("cache hit % later turns", func(a *ArmResult) string { return f1(a.Cache.ReturningPct) })
+	row("KV evictions (blocks)", func(a *ArmResult) string { return fmt.Sprintf("%d", a.Evictions.Blocks) })
 	if len(rep.Arms) > 0 {
+		for i, c := range rep.Arms[0].Regions {
+			row("region share % "+c.Name, func(a *ArmResult) string { return f1(a.Regions[i].Pct) })
+		}
 		for i, c := range rep.Arms[0].Clusters {
 			row("share % "+c.ID, func(a *ArmResult) string { return f1(a.Clusters[i].Pct) })
 		}
 	}
 	row("sessions escaped / multi-turn", func(a *ArmResult) string {
 		return fmt.Sprintf("%d / %d", a.Sessions.Escaped, a.Sessions.MultiTurn)
+	})
+	row("escaped turns: last cluster there, at once / after a wait / gone", func(a *ArmResult) string {
+		e := a.Escapes
+		return fmt.Sprintf("%d / %d / %d", e.LastClusterPresentAtOnce, e.LastClusterPresentAfterWait, e.LastClusterAbsent)
 	})
 	row("moves: followed / bounced / with a next turn", func(a *ArmResult) string {
 		return fmt.Sprintf("%d / %d / %d", a.Sessions.Followed, a.Sessions.Bounced, a.Sessions.MovesWithNext)
@@ -400,8 +546,14 @@ func fleetSummary(f *Fleet) string {
 	parts := make([]string, 0, len(f.Clusters))
 	for i := range f.Clusters {
 		c := &f.Clusters[i]
-		parts = append(parts, fmt.Sprintf("%s (%s, %g ms RTT, %d×%g/%g tok/s, %d slots)", c.ID, c.Region,
-			float64(f.rtt(c))/1e6, c.Engines, c.Engine.PrefillTPS, c.Engine.CachedPrefillTPS, c.Engine.MaxConcurrency))
+		pylons, perPylon := c.layout()
+		rtt := fmt.Sprintf("%g ms RTT", float64(f.rtt(c))/1e6)
+		if t := f.transit(c); t != f.rtt(c) {
+			rtt += fmt.Sprintf(" (%g ms in transit)", float64(t)/1e6)
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s, %s, %d pylons × %d engines of %g/%g tok/s, %d slots, %d KV tokens)",
+			c.ID, c.Region, rtt, pylons, perPylon, c.Engine.PrefillTPS, c.Engine.CachedPrefillTPS,
+			c.Engine.MaxConcurrency, c.Engine.KVCapacityTokens))
 	}
 	return strings.Join(parts, ", ")
 }

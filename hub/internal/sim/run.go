@@ -13,6 +13,7 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/dispatch"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
+	"github.com/stargate-router/stargate/pkg/affinity"
 	"github.com/stargate-router/stargate/pkg/mockengine/kvcache"
 	"github.com/stargate-router/stargate/pkg/protocol"
 	"github.com/stargate-router/stargate/pkg/workload"
@@ -31,8 +32,12 @@ type Options struct {
 	// MaxRoutingWait is the routing deadline after a request starts (the
 	// hub's 60 s for a request without x-max-wait-ms).
 	MaxRoutingWait time.Duration
-	// MaxWaitPoll caps one sleep of a timed routing wait (25 ms).
-	MaxWaitPoll time.Duration
+	// MaxWaitSleep bounds one sleep of a routing wait (the hub's 1 s);
+	// a sleeper wakes sooner at the next report applied (runner.wake).
+	MaxWaitSleep time.Duration
+	// State configures the hub's state store as the hub's flags do (e.g.
+	// state.BackendAffinity); none keeps the store's defaults.
+	State []state.Option
 }
 
 func (o Options) withDefaults() Options {
@@ -40,8 +45,8 @@ func (o Options) withDefaults() Options {
 	if o.MaxRoutingWait <= 0 {
 		o.MaxRoutingWait = d.MaxRoutingWait
 	}
-	if o.MaxWaitPoll <= 0 {
-		o.MaxWaitPoll = d.MaxWaitPoll
+	if o.MaxWaitSleep <= 0 {
+		o.MaxWaitSleep = d.MaxWaitSleep
 	}
 	return o
 }
@@ -56,16 +61,20 @@ const (
 	phDone
 )
 
-// flight is one request's stay on one engine.
+// flight is one request's stay on one pylon and one of its engines.
 type flight struct {
-	r        *reqState
+	r *reqState
+	// p is the pylon (hub backend) the request was sent to; e is the
+	// engine, chosen by the pylon when the request reaches it (by the
+	// greedy-ttft arm when it routes).
+	p        *pylon
 	e        *engine
 	phase    int
 	arriveAt int64
 	lease    *kvcache.Lease
 	cached   int
-	// estWork is the oracle's estimate of the solo prefill work (ns) from
-	// the cache contents at routing time; only the oracle arm sets it.
+	// estWork is the greedy-ttft arm's estimate of the solo prefill work
+	// (ns) from the cache contents at routing time; only that arm sets it.
 	estWork     int64
 	psRemaining float64
 	finish      int64
@@ -85,37 +94,59 @@ type reqState struct {
 
 	dispatched bool
 	cluster    string
-	rankDepth  int
-	sessState  routing.SessionState
-	sessSel    string
-	routed     int64 // when the decision was made
-	ttft       int64
-	e2e        int64
-	cached     int
-	rejected   bool
+	// prevCluster is the cluster of the session's latest earlier turn
+	// dispatched before this one was routed ("" for none); prevPresent
+	// says whether the hub's snapshot held it then.
+	prevCluster string
+	prevPresent bool
+	rankDepth   int
+	sessState   routing.SessionState
+	sessSel     string
+	routed      int64 // when the decision was made
+	ttft        int64
+	e2e         int64
+	cached      int
+	rejected    bool
 	// rejectReason is why: an admission reason (dispatch.Reason*), or
 	// the kind of a pass that found no cluster.
 	rejectReason string
 	done         bool
 }
 
-// engine is one mock engine with its pylon.
+// engine is one mock engine behind a pylon.
 type engine struct {
-	id    string
-	c     *simCluster
-	spec  *EngineSpec
-	kv    *kvcache.Cache
-	ps    procShare
-	psVer uint64
+	id     string
+	c      *simCluster
+	p      *pylon
+	hashID uint64 // affinity.HashID(id), the pylon's name for it
+	spec   *EngineSpec
+	kv     *kvcache.Cache
+	ps     procShare
+	psVer  uint64
 
 	running int       // slots held
 	fifo    []*flight // waiting for a slot
 	active  []*flight // holding a slot
-	transit []*flight // oracle arm: on their way here
+	transit []*flight // greedy-ttft arm: on their way here
 
-	// pylon view: live requests by phase and their x-input-tokens.
+	// live requests by phase and their x-input-tokens, as the pylon
+	// observes them.
 	pending, prefilling, firstToken, decoding int
 	queuedInput, liveInput                    uint64
+}
+
+// outstanding is the engine's load as its pylon counts it: requests sent
+// to it and not finished.
+func (e *engine) outstanding() int { return e.pending + e.prefilling + e.firstToken + e.decoding }
+
+// pylon is one pylon (one hub backend) with the engines behind it.
+type pylon struct {
+	id      string
+	c       *simCluster
+	engines []*engine
+	// next is the round-robin cursor that breaks ties among least loaded
+	// engines with engine affinity off, as the live pylon's pool does.
+	next int
 
 	reportSeq     uint64
 	lastReport    int64
@@ -124,9 +155,14 @@ type engine struct {
 }
 
 type simCluster struct {
-	id      string
-	rtt     time.Duration
-	engines []*engine
+	id     string
+	region string
+	// rtt is what the hub measures; halfTransit (ns) is half the round
+	// trip messages take.
+	rtt         time.Duration
+	halfTransit int64
+	pylons      []*pylon
+	engines     []*engine
 }
 
 type evKind uint8
@@ -134,7 +170,7 @@ type evKind uint8
 const (
 	evArrive evKind = iota
 	evDecide
-	evEngineArrive
+	evPylonArrive
 	evPrefill
 	evHeaders
 	evFirstToken
@@ -151,6 +187,7 @@ type event struct {
 	r    *reqState
 	f    *flight
 	e    *engine
+	p    *pylon
 	reg  *protocol.Registration
 }
 
@@ -184,29 +221,50 @@ type runner struct {
 	seq uint64
 
 	clusters []*simCluster
+	pylons   []*pylon
 	engines  []*engine
-	byID     map[string]*engine
+	byID     map[string]*pylon // pylons by backend id
 
-	// hub is nil for the oracle; rng is the load balancers' stream.
+	// hub is nil for the greedy-ttft arm; rng is the load balancers'
+	// stream.
 	hub *hub
 	rng *rand.Rand
 
 	// gateway: session → last serving cluster
 	lastCluster map[string]string
+	// sessCluster is each session's latest dispatched cluster, for the
+	// escape counts.
+	sessCluster map[string]string
+	// affinityOn and factor are the pylons' engine choice; places is
+	// scratch space for it.
+	affinityOn bool
+	factor     float64
+	places     []affinity.Place
+	// ceiling is the workload's cacheable prompt tokens.
+	ceiling Ceiling
 
 	reqs      []reqState
 	doneCount int
 	workerPos []int
-	interval  int64
-	gap       int64
+	// nextTurn is, in an open-loop run, the index of the next turn of each
+	// request's session (-1: none); nil in a closed-loop run.
+	nextTurn []int
+	interval int64
+	gap      int64
 }
 
 // Run replays p through one arm on a fresh fleet and returns its result.
 func Run(p *Prepared, fleet Fleet, arm Arm, opts Options) (*ArmResult, error) {
+	return run(p, fleet, arm, opts, WorkloadCeiling(p))
+}
+
+// run is Run with the workload's ceiling computed once by the caller.
+func run(p *Prepared, fleet Fleet, arm Arm, opts Options, ceil Ceiling) (*ArmResult, error) {
 	r, err := newRunner(p, fleet, arm, opts)
 	if err != nil {
 		return nil, err
 	}
+	r.ceiling = ceil
 	for r.step() {
 	}
 	return r.result(), nil
@@ -236,10 +294,13 @@ func newRunner(p *Prepared, fleet Fleet, arm Arm, opts Options) (*runner, error)
 		return nil, fmt.Errorf("workload prepared for %d-token blocks, fleet has %d", p.BlockTokens, fleet.BlockTokens)
 	}
 	r := &runner{p: p, fleet: &fleet, opts: opts.withDefaults(), arm: arm,
-		byID:        map[string]*engine{},
+		byID:        map[string]*pylon{},
 		lastCluster: map[string]string{},
+		sessCluster: map[string]string{},
 		interval:    int64(msDuration(fleet.Pylon.IntervalMs)),
 		gap:         int64(msDuration(fleet.Pylon.ChangeGapMs)),
+		affinityOn:  fleet.Pylon.EngineAffinity == EngineAffinityOn,
+		factor:      fleet.Pylon.EngineAffinityLoadFactor,
 	}
 	if err := r.build(); err != nil {
 		return nil, err
@@ -255,21 +316,29 @@ func (r *runner) build() error {
 	slices.SortFunc(cs, func(a, b Cluster) int { return strings.Compare(a.ID, b.ID) })
 	for i := range cs {
 		c := &cs[i]
-		sc := &simCluster{id: c.ID, rtt: r.fleet.rtt(c)}
-		for k := range c.Engines {
-			kv, err := kvcache.New(kvcache.Config{BlockTokens: r.fleet.BlockTokens, CharsPerToken: workload.CharsPerToken,
-				CapacityTokens: c.Engine.KVCapacityTokens})
-			if err != nil {
-				return err
+		sc := &simCluster{id: c.ID, region: c.Region, rtt: r.fleet.rtt(c), halfTransit: int64(r.fleet.transit(c) / 2)}
+		pylons, perPylon := c.layout()
+		for k := range pylons {
+			p := &pylon{id: c.ID + "/p" + strconv.Itoa(k), c: sc}
+			for j := range perPylon {
+				kv, err := kvcache.New(kvcache.Config{BlockTokens: r.fleet.BlockTokens, CharsPerToken: workload.CharsPerToken,
+					CapacityTokens: c.Engine.KVCapacityTokens})
+				if err != nil {
+					return err
+				}
+				id := p.id + "/e" + strconv.Itoa(j)
+				e := &engine{id: id, c: sc, p: p, hashID: affinity.HashID(id), spec: &c.Engine, kv: kv}
+				p.engines = append(p.engines, e)
+				sc.engines = append(sc.engines, e)
+				r.engines = append(r.engines, e)
 			}
-			e := &engine{id: c.ID + "/" + strconv.Itoa(k), c: sc, spec: &c.Engine, kv: kv}
-			sc.engines = append(sc.engines, e)
-			r.engines = append(r.engines, e)
-			r.byID[e.id] = e
+			sc.pylons = append(sc.pylons, p)
+			r.pylons = append(r.pylons, p)
+			r.byID[p.id] = p
 		}
 		r.clusters = append(r.clusters, sc)
 	}
-	if r.arm.Oracle {
+	if r.arm.GreedyTTFT {
 		return nil
 	}
 	h, err := newHub([]byte(replaceModel(string(r.arm.Config), r.p.Model)), r.p.Model, r.opts)
@@ -302,10 +371,10 @@ func (r *runner) schedule(at int64, ev event) {
 // traffic), staggers their periodic reports, and schedules the arrivals.
 func (r *runner) start() {
 	if r.hub != nil {
-		for k, e := range r.engines {
-			r.hub.store.Apply(state.Backend{ID: e.id, ClusterID: e.c.id, URL: "quic://127.0.0.1:1"}, r.registration(e), e.c.rtt, true)
-			e.nextPeriodic = r.interval * int64(k+1) / int64(len(r.engines))
-			r.schedule(e.nextPeriodic, event{kind: evReport, e: e, n: e.reportSeq})
+		for k, p := range r.pylons {
+			r.hub.store.Apply(p.backend(), r.registration(p), p.c.rtt, true)
+			p.nextPeriodic = r.interval * int64(k+1) / int64(len(r.pylons))
+			r.schedule(p.nextPeriodic, event{kind: evReport, p: p, n: p.reportSeq})
 		}
 	}
 	w := r.p.W
@@ -323,19 +392,40 @@ func (r *runner) start() {
 		}
 		return
 	}
+	// Open loop, as the load generator runs it: a session's later turn
+	// goes out at its at_ms, or when the previous turn's answer has
+	// arrived if that is later (its prompt holds that answer), so only
+	// each session's first request, and every anonymous one, is scheduled
+	// here; complete schedules the next turn.
+	r.nextTurn = make([]int, len(r.reqs))
+	last := map[string]int{}
 	for i := range r.reqs {
-		r.schedule(int64(time.Duration(w.Requests[i].AtMs)*time.Millisecond), event{kind: evArrive, r: &r.reqs[i]})
+		r.nextTurn[i] = -1
+		if s := w.Requests[i].Session; s != "" {
+			if prev, ok := last[s]; ok && w.Requests[i].Turn > 1 {
+				r.nextTurn[prev] = i
+				last[s] = i
+				continue
+			}
+			last[s] = i
+		}
+		r.schedule(atNs(w.Requests[i].AtMs), event{kind: evArrive, r: &r.reqs[i]})
 	}
 }
+
+// atNs is a workload's at_ms on the simulated clock.
+func atNs(ms int64) int64 { return int64(time.Duration(ms) * time.Millisecond) }
 
 func (r *runner) handle(ev *event) {
 	switch ev.kind {
 	case evArrive:
 		r.arrive(ev.r)
 	case evDecide:
-		r.decide(ev.r)
-	case evEngineArrive:
-		r.engineArrive(ev.f)
+		if r.hub.awake(ev.r, ev.n) {
+			r.decide(ev.r)
+		}
+	case evPylonArrive:
+		r.pylonArrive(ev.f)
 	case evPrefill:
 		if ev.n == ev.e.psVer {
 			ev.e.ps.settle(r.now, r.prefillDone)
@@ -344,17 +434,17 @@ func (r *runner) handle(ev *event) {
 	case evHeaders:
 		// The gateway learns x-stargate-cluster-id from a 2xx's headers.
 		if s := ev.f.r.pr.session; s != "" {
-			r.lastCluster[s] = ev.f.e.c.id
+			r.lastCluster[s] = ev.f.p.c.id
 		}
 	case evFirstToken:
 		r.firstToken(ev.f)
 	case evFinish:
 		r.finish(ev.f)
 	case evReport:
-		r.report(ev.e, ev.n)
+		r.report(ev.p, ev.n)
 	case evApply:
-		e := ev.e
-		r.hub.store.Apply(state.Backend{ID: e.id, ClusterID: e.c.id, URL: "quic://127.0.0.1:1"}, ev.reg, e.c.rtt, true)
+		r.hub.store.Apply(ev.p.backend(), ev.reg, ev.p.c.rtt, true)
+		r.wake()
 	}
 }
 
@@ -382,8 +472,8 @@ func (r *runner) arrive(rs *reqState) {
 // and with it the set-once session classification, lives in rs across
 // waits.
 func (r *runner) decide(rs *reqState) {
-	if r.arm.Oracle {
-		r.oracleDecide(rs)
+	if r.arm.GreedyTTFT {
+		r.greedyDecide(rs)
 		return
 	}
 	out, b, ok := r.hub.pass(&rs.pass, r.wall(r.now), r.rng)
@@ -392,13 +482,14 @@ func (r *runner) decide(rs *reqState) {
 		r.reject(rs, "no_backend")
 	case out.Kind == dispatch.Wait:
 		rs.waits++
-		r.schedule(r.now+int64(out.Wait), event{kind: evDecide, r: rs})
+		r.sleep(rs, out.Wait)
 	case out.Kind == dispatch.Chosen:
 		rs.rankDepth = out.Decision.RankDepth
 		if out.SessionSelection != "" {
 			rs.sessState, rs.sessSel = rs.pass.Req.Session, out.SessionSelection
 		}
-		r.dispatch(rs, r.byID[b.ID])
+		r.notePrevious(rs, func(id string) bool { return r.hub.store.Snapshot(r.hub.target).Index(id) >= 0 })
+		r.dispatch(rs, r.byID[b.ID], nil)
 	case out.Kind == dispatch.Rejected:
 		r.reject(rs, out.Reason)
 	default:
@@ -418,6 +509,12 @@ func (r *runner) reject(rs *reqState, reason string) {
 func (r *runner) complete(rs *reqState, at int64) {
 	rs.done = true
 	r.doneCount++
+	if r.nextTurn != nil {
+		if n := r.nextTurn[rs.idx]; n >= 0 {
+			r.schedule(max(at, atNs(r.reqs[n].wr.AtMs)), event{kind: evArrive, r: &r.reqs[n]})
+		}
+		return
+	}
 	if r.workerPos == nil {
 		return
 	}
@@ -429,22 +526,44 @@ func (r *runner) complete(rs *reqState, at int64) {
 	}
 }
 
-func (r *runner) dispatch(rs *reqState, e *engine) *flight {
+// notePrevious records, as rs is routed, the cluster of its session's
+// latest dispatched turn and whether present (the routing's view) still
+// had it, for the escape counts.
+func (r *runner) notePrevious(rs *reqState, present func(clusterID string) bool) {
+	if rs.wr.Session == "" {
+		return
+	}
+	if prev := r.sessCluster[rs.wr.Session]; prev != "" {
+		rs.prevCluster, rs.prevPresent = prev, present(prev)
+	}
+}
+
+// dispatch sends rs to pylon p: to engine e when the router chose one
+// (greedy-ttft), else to the engine p picks when the request reaches it.
+func (r *runner) dispatch(rs *reqState, p *pylon, e *engine) *flight {
 	rs.dispatched = true
 	rs.routed = r.now
-	rs.cluster = e.c.id
-	f := &flight{r: rs, e: e, phase: phTransit, arriveAt: r.now + int64(e.c.rtt/2)}
-	if r.arm.Oracle {
+	rs.cluster = p.c.id
+	if rs.wr.Session != "" {
+		r.sessCluster[rs.wr.Session] = p.c.id
+	}
+	f := &flight{r: rs, p: p, e: e, phase: phTransit, arriveAt: r.now + p.c.halfTransit}
+	if e != nil {
 		e.transit = append(e.transit, f)
 	}
-	r.schedule(f.arriveAt, event{kind: evEngineArrive, f: f})
+	r.schedule(f.arriveAt, event{kind: evPylonArrive, f: f})
 	return f
 }
 
-func (r *runner) engineArrive(f *flight) {
+// pylonArrive is the request reaching its pylon, which passes it to an
+// engine at once.
+func (r *runner) pylonArrive(f *flight) {
 	e := f.e
-	if r.arm.Oracle {
+	if e != nil {
 		e.transit = slices.DeleteFunc(e.transit, func(x *flight) bool { return x == f })
+	} else {
+		e = r.pickEngine(f.p, f.r.pr.affinity)
+		f.e = e
 	}
 	tok := uint64(f.r.pr.tokens)
 	e.pending++
@@ -453,7 +572,41 @@ func (r *runner) engineArrive(f *flight) {
 	f.phase = phPending
 	e.fifo = append(e.fifo, f)
 	r.tryStart(e)
-	r.changed(e)
+	r.changed(e.p)
+}
+
+// pickEngine is the pylon's engine choice (pylon --engine-affinity): with
+// affinity on, pkg/affinity's bounded-load rendezvous pick by the
+// request's affinity key (least outstanding without a key); off, the
+// least outstanding engine, ties round robin from after the last pick, as
+// the live pylon's pool does. An engine whose slots are all held counts
+// as full. Load is outstanding requests, the live pylon's count.
+func (r *runner) pickEngine(p *pylon, key string) *engine {
+	if len(p.engines) == 1 {
+		return p.engines[0]
+	}
+	if !r.affinityOn {
+		n := len(p.engines)
+		var best *engine
+		for i := range n {
+			e := p.engines[(p.next+i)%n]
+			if best == nil || e.outstanding() < best.outstanding() {
+				best = e
+			}
+		}
+		p.next = (slices.Index(p.engines, best) + 1) % n
+		return best
+	}
+	places := r.places[:0]
+	for _, e := range p.engines {
+		full := e.spec.MaxConcurrency > 0 && e.running >= e.spec.MaxConcurrency
+		places = append(places, affinity.Place{ID: e.hashID, Load: e.outstanding(), Full: full})
+	}
+	r.places = places
+	if key == "" {
+		return p.engines[affinity.PickLeastLoaded(places)]
+	}
+	return p.engines[affinity.Pick(affinity.HashKey(key), places, r.factor)]
 }
 
 // tryStart gives free slots to the FIFO's head.
@@ -493,8 +646,7 @@ func (r *runner) prefillDone(f *flight) {
 	e.prefilling--
 	e.firstToken++
 	f.phase = phFirstToken
-	half := int64(e.c.rtt / 2)
-	r.schedule(r.now+half, event{kind: evHeaders, f: f})
+	r.schedule(r.now+e.c.halfTransit, event{kind: evHeaders, f: f})
 	first := r.now + int64(msDuration(e.spec.TTFTMs))
 	f.finish = first + int64(f.r.wr.OutputTokens-1)*int64(msDuration(e.spec.TokenDelayMs))
 	r.schedule(first, event{kind: evFirstToken, f: f})
@@ -507,10 +659,10 @@ func (r *runner) firstToken(f *flight) {
 	e.queuedInput -= uint64(f.r.pr.tokens)
 	f.phase = phDecode
 	rs := f.r
-	rs.ttft = r.now + int64(e.c.rtt/2) - rs.start
+	rs.ttft = r.now + e.c.halfTransit - rs.start
 	rs.cached = f.cached
 	r.schedule(f.finish, event{kind: evFinish, f: f})
-	r.changed(e)
+	r.changed(e.p)
 }
 
 func (r *runner) finish(f *flight) {
@@ -522,68 +674,76 @@ func (r *runner) finish(f *flight) {
 	e.liveInput -= uint64(rs.pr.tokens)
 	e.running--
 	e.active = slices.DeleteFunc(e.active, func(x *flight) bool { return x == f })
-	end := r.now + int64(e.c.rtt/2)
+	end := r.now + e.c.halfTransit
 	rs.e2e = end - rs.start
 	r.complete(rs, end)
 	r.tryStart(e)
-	r.changed(e)
+	r.changed(e.p)
 }
 
 // changed is a pylon stats change: with a change gap, the pylon reports
 // as soon as the gap since its last report allows.
-func (r *runner) changed(e *engine) {
-	if r.hub == nil || r.gap <= 0 || e.changePending {
+func (r *runner) changed(p *pylon) {
+	if r.hub == nil || r.gap <= 0 || p.changePending {
 		return
 	}
-	at := max(r.now, e.lastReport+r.gap)
-	if at >= e.nextPeriodic {
+	at := max(r.now, p.lastReport+r.gap)
+	if at >= p.nextPeriodic {
 		return
 	}
-	e.changePending = true
-	r.schedule(at, event{kind: evReport, e: e, n: e.reportSeq})
+	p.changePending = true
+	r.schedule(at, event{kind: evReport, p: p, n: p.reportSeq})
 }
 
-// report is a pylon sending its snapshot; the hub applies it half an RTT
-// later (dropping that backend's reservations, since the report now counts
-// its requests; docs/design/routing-state.md#reservations).
-func (r *runner) report(e *engine, seq uint64) {
-	if seq != e.reportSeq {
+// report is a pylon sending its snapshot; the hub applies it half a
+// transit RTT later (dropping that backend's reservations, since the
+// report now counts its requests; docs/design/routing-state.md#reservations).
+func (r *runner) report(p *pylon, seq uint64) {
+	if seq != p.reportSeq {
 		return
 	}
-	reg := r.registration(e)
-	e.reportSeq++
-	e.lastReport = r.now
-	e.changePending = false
-	e.nextPeriodic = r.now + r.interval
-	r.schedule(e.nextPeriodic, event{kind: evReport, e: e, n: e.reportSeq})
-	r.schedule(r.now+int64(e.c.rtt/2), event{kind: evApply, e: e, reg: reg})
+	reg := r.registration(p)
+	p.reportSeq++
+	p.lastReport = r.now
+	p.changePending = false
+	p.nextPeriodic = r.now + r.interval
+	r.schedule(p.nextPeriodic, event{kind: evReport, p: p, n: p.reportSeq})
+	r.schedule(r.now+p.c.halfTransit, event{kind: evApply, p: p, reg: reg})
 }
 
-// registration is what the engine's pylon publishes now
-// (docs/design/statistics.md#fields):
-// queue fields from the live requests' phases, a pinned input TPS, the
-// engine's concurrency when configured, and the KV counters.
-func (r *runner) registration(e *engine) *protocol.Registration {
-	kv := e.kv.Stats()
-	tps := e.spec.reportedTPS()
-	st := &protocol.ModelStats{
-		LastMeanInputTPS:        tps,
-		MaxInputTPS:             tps,
-		QueueSize:               uint64(e.pending + e.prefilling + e.firstToken),
-		QueuedInputSize:         e.queuedInput,
-		NumRunningQueries:       uint64(e.pending + e.prefilling + e.firstToken + e.decoding),
-		TotalQueryInputSize:     e.liveInput,
-		InputProcessingQueries:  uint64(e.prefilling + e.firstToken),
-		OutputGenerationQueries: uint64(e.decoding),
-		KVCacheCapacityTokens:   uint64(kv.CapacityTokens),
-		KVCacheUsedTokens:       uint64(kv.UsedTokens),
-		KVCacheFreeTokens:       uint64(kv.CapacityTokens - kv.UsedTokens),
-		StatsObservedAtUnixMs:   uint64(r.wall(r.now).UnixMilli()),
+// backend is the pylon as the hub's store knows it.
+func (p *pylon) backend() state.Backend {
+	return state.Backend{ID: p.id, ClusterID: p.c.id, URL: "quic://127.0.0.1:1"}
+}
+
+// registration is what the pylon publishes now
+// (docs/design/statistics.md#fields), one snapshot for all its engines as
+// the live pylon's collector keeps it: queue fields from its live
+// requests' phases and their input tokens, summed over the engines; the
+// KV counters summed over the engines; the engines' slots together when
+// the pylon is told them (its --max-engine-concurrency); and a pinned
+// input TPS.
+func (r *runner) registration(p *pylon) *protocol.Registration {
+	st := &protocol.ModelStats{StatsObservedAtUnixMs: uint64(r.wall(r.now).UnixMilli())}
+	spec := p.engines[0].spec
+	tps := spec.reportedTPS(len(p.engines))
+	st.LastMeanInputTPS, st.MaxInputTPS = tps, tps
+	for _, e := range p.engines {
+		kv := e.kv.Stats()
+		st.QueueSize += uint64(e.pending + e.prefilling + e.firstToken)
+		st.QueuedInputSize += e.queuedInput
+		st.NumRunningQueries += uint64(e.outstanding())
+		st.TotalQueryInputSize += e.liveInput
+		st.InputProcessingQueries += uint64(e.prefilling + e.firstToken)
+		st.OutputGenerationQueries += uint64(e.decoding)
+		st.KVCacheCapacityTokens += uint64(kv.CapacityTokens)
+		st.KVCacheUsedTokens += uint64(kv.UsedTokens)
+		st.KVCacheFreeTokens += uint64(kv.CapacityTokens - kv.UsedTokens)
+		if spec.ReportMaxConcurrency {
+			st.MaxEngineConcurrency += uint64(e.spec.MaxConcurrency)
+		}
 	}
-	if e.spec.ReportMaxConcurrency {
-		st.MaxEngineConcurrency = uint64(e.spec.MaxConcurrency)
-	}
-	return &protocol.Registration{V: protocol.Version, Seq: e.reportSeq + 1, SentAtUnixMs: r.wall(r.now).UnixMilli(),
-		InferenceServerID: e.id, ClusterID: e.c.id,
+	return &protocol.Registration{V: protocol.Version, Seq: p.reportSeq + 1, SentAtUnixMs: r.wall(r.now).UnixMilli(),
+		InferenceServerID: p.id, ClusterID: p.c.id,
 		Models: map[string]protocol.ModelEntry{r.p.Model: {Status: protocol.StatusActive, Stats: st}}}
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // store64 has one target with 64 clusters of 2 backends each.
-func store64(b *testing.B) *state.Store {
-	s, _ := newStore()
+func store64(b *testing.B, opts ...state.Option) *state.Store {
+	s, _ := newStore(opts...)
 	for i := range 128 {
 		st := protocol.ModelStats{LastMeanInputTPS: float64(1200 + 31*(i%13)), QueuedInputSize: uint64(256 * (i % 5)),
 			QueueSize: uint64(i % 7), NumRunningQueries: uint64(i % 9), MaxEngineConcurrency: 16,
@@ -53,7 +53,34 @@ func BenchmarkNextBackend(b *testing.B) {
 	skip := func(id string) bool { return false }
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, ok := s.NextBackend(tg, "cluster-0031", skip); !ok {
+		if _, ok := s.NextBackend(tg, "cluster-0031", "", skip); !ok {
+			b.Fatal("none")
+		}
+	}
+}
+
+// BenchmarkNextBackendKey is the affinity choice of a request with a key,
+// the common case behind the gateway.
+func BenchmarkNextBackendKey(b *testing.B) {
+	s := store64(b)
+	tg := target("m")
+	skip := func(id string) bool { return false }
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := s.NextBackend(tg, "cluster-0031", "mt:v1:session:0123456789abcdef0123456789abcdef", skip); !ok {
+			b.Fatal("none")
+		}
+	}
+}
+
+// BenchmarkNextBackendRoundRobin is the choice with BackendAffinity off.
+func BenchmarkNextBackendRoundRobin(b *testing.B) {
+	s := store64(b, state.BackendAffinity(false, 0))
+	tg := target("m")
+	skip := func(id string) bool { return false }
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := s.NextBackend(tg, "cluster-0031", "mt:v1:session:0123456789abcdef0123456789abcdef", skip); !ok {
 			b.Fatal("none")
 		}
 	}
@@ -89,7 +116,8 @@ func TestSnapshotDoesNotAllocate(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() {
 		s.Snapshot(tg)
 		s.Registered(tg)
-		s.NextBackend(tg, "c", skip)
+		s.NextBackend(tg, "c", "", skip)
+		s.NextBackend(tg, "c", "mt:v1:session:abc", skip)
 	}); n != 0 {
 		t.Fatalf("%v allocs per read", n)
 	}

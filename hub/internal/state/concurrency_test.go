@@ -51,7 +51,7 @@ func TestConcurrentWritersAndReaders(t *testing.T) {
 				tg := target(models[rng.IntN(len(models))])
 				if snap := s.Snapshot(tg); snap != nil {
 					c := snap.Clusters[rng.IntN(len(snap.Clusters))]
-					if be, ok := s.NextBackend(tg, c.ClusterID, nil); ok {
+					if be, ok := s.NextBackend(tg, c.ClusterID, fmt.Sprint("session-", rng.IntN(4)), nil); ok {
 						r := s.Reserve(tg, c.ClusterID, be.ID, uint64(rng.IntN(5000)), uint32(rng.IntN(4)))
 						if rng.IntN(2) == 0 {
 							r.Release()
@@ -85,7 +85,7 @@ func TestConcurrentWritersAndReaders(t *testing.T) {
 						return
 					}
 					_ = c.Stats.QueueTimeEstimateMsByPriority[0] // reading shared maps must be race-free
-					s.NextBackend(tg, c.ClusterID, func(id string) bool { return id == "w0-b0" })
+					s.NextBackend(tg, c.ClusterID, []string{"", "session-1"}[rng.IntN(2)], func(id string) bool { return id == "w0-b0" })
 				}
 				if rng.IntN(50) == 0 {
 					if _, err := json.Marshal(s.Debug()); err != nil {

@@ -9,7 +9,10 @@
 // overflow. The store also remembers, within a bound, every target a
 // registration has listed since it was built (Known), and signals when a
 // target gains its first active backend (Activated), so a request for a
-// model whose pylons are restarting can wait for them.
+// model whose pylons are restarting can wait for them, and when a
+// target's state changes in a way that may give a waiting request room
+// (Publications, PublishedAfter), so routing waits end on a change
+// instead of polling.
 //
 // Writers (registration streams and the proxy's reservations) serialise on
 // one mutex and publish, after every change, an immutable *routing.Snapshot

@@ -48,6 +48,7 @@ func (s *Store) MarkFull(t routing.Target, clusterID, backendID string, queueMs 
 	cl.viewDirty = true
 	c := s.newChange()
 	c.touch(tg)
+	c.addsLoadOnly = true
 	s.commit(c)
 	return true
 }

@@ -84,6 +84,7 @@ func (s *Store) Reserve(t routing.Target, clusterID, backendID string, tokens ui
 	s.reservations[r.id] = r
 	c := s.newChange()
 	c.touch(tg)
+	c.addsLoadOnly = true
 	s.commit(c)
 	return Reservation{s: s, id: r.id}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stargate-router/stargate/hub/internal/routing"
+	"github.com/stargate-router/stargate/pkg/affinity"
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/protocol"
 )
@@ -56,6 +57,9 @@ func OnActiveServers(fn func(t routing.Target, n int)) Option {
 type Store struct {
 	clk      clock.Clock
 	onActive func(routing.Target, int)
+	// backendChoice is how NextBackend picks inside a cluster
+	// (BackendAffinity); set once by the options.
+	backendChoice backendChoice
 
 	// index is the readers' view of which targets exist. The map is
 	// replaced, never modified, and only when a target appears or goes away;
@@ -70,6 +74,7 @@ type Store struct {
 	generation   uint64 // last Snapshot.Generation handed out
 	reservationN uint64 // last reservation id
 	applySeq     uint64 // order in which upserts were processed
+	wakes        uint64 // last waking publication's number (signalPublished)
 
 	// activated is closed, and replaced, whenever a target goes from no
 	// active backend to at least one (Activated).
@@ -86,6 +91,10 @@ type Store struct {
 // then load the current publication from it.
 type slot struct {
 	pub atomic.Pointer[published]
+	// picks counts NextBackend's affinity picks of the target.
+	picks backendPicks
+	// wake is the target's waking-publication signal (PublishedAfter).
+	wake wakeSignal
 }
 
 // published is what one publication of a target makes visible to readers.
@@ -94,6 +103,10 @@ type published struct {
 	snap    *routing.Snapshot
 	members [][]Backend      // per snap.Clusters index, sorted by backend id
 	rr      []*atomic.Uint64 // per snap.Clusters index
+	// places is, per snap.Clusters index, each member's load for the
+	// affinity choice, in members order (publishedPlaces: nil for a
+	// cluster of one backend, and all nil with affinity off).
+	places [][]affinity.Place
 }
 
 // target is the writer-side state of one routing target. It exists while at
@@ -114,6 +127,7 @@ type cluster struct {
 	source       string    // id of the backend whose latest-wins fields are used
 	reservations []*reservation
 	rr           atomic.Uint64
+	places       []affinity.Place // affinityPlaces of the published view; nil until needed
 	// refused counts the backends marked full by a queue refusal
 	// (MarkFull); while it is 0, publishing a view costs nothing more.
 	refused int
@@ -245,15 +259,22 @@ func (s *Store) HasBackend(t routing.Target, clusterID string, skip func(backend
 	return false
 }
 
-// NextBackend returns the next backend of cluster clusterID for t by
-// per-cluster round robin over its active backends in id order, passing over
-// those skip rejects (skip may be nil; it may be called twice per backend and
-// must answer consistently). As in upstream Stargate, the counter advances
-// by one per call and indexes the eligible backends modulo their number
-// (docs/design/routing-state.md#backends-inside-a-cluster). It reports
-// false when the cluster has no active backend or skip rejects them all.
-func (s *Store) NextBackend(t routing.Target, clusterID string, skip func(backendID string) bool) (Backend, bool) {
-	p := s.published(t)
+// NextBackend returns a backend of cluster clusterID for t among its
+// active backends that skip accepts (skip may be nil; it may be called
+// twice per backend and must answer consistently), or false when the
+// cluster has no active backend or skip rejects them all
+// (docs/design/routing-state.md#backends-inside-a-cluster). With
+// BackendAffinity on (the default), a request with affinityKey goes to
+// the backend its key prefers unless that one is full or over its load
+// bound, so a session's turns meet their KV cache; without a key, to the
+// least loaded backend, ties in round-robin order. Off, every call takes
+// the cluster's round robin in id order, as upstream Stargate does.
+func (s *Store) NextBackend(t routing.Target, clusterID, affinityKey string, skip func(backendID string) bool) (Backend, bool) {
+	sl := (*s.index.Load())[t]
+	if sl == nil {
+		return Backend{}, false
+	}
+	p := sl.pub.Load()
 	if p == nil {
 		return Backend{}, false
 	}
@@ -263,30 +284,10 @@ func (s *Store) NextBackend(t routing.Target, clusterID string, skip func(backen
 	if !ok {
 		return Backend{}, false
 	}
-	ms := p.members[i]
-	eligible := len(ms)
-	if skip != nil {
-		eligible = 0
-		for _, b := range ms {
-			if !skip(b.ID) {
-				eligible++
-			}
-		}
+	if s.backendChoice.roundRobin {
+		return p.roundRobin(i, skip)
 	}
-	if eligible == 0 {
-		return Backend{}, false
-	}
-	nth := int((p.rr[i].Add(1) - 1) % uint64(eligible))
-	for _, b := range ms {
-		if skip != nil && skip(b.ID) {
-			continue
-		}
-		if nth == 0 {
-			return b, true
-		}
-		nth--
-	}
-	return Backend{}, false // skip changed its mind between the passes
+	return p.pickBackend(&sl.picks, i, affinityKey, s.backendChoice.pickFactor(), skip)
 }
 
 // ActiveModels returns, sorted and without duplicates, the models of
@@ -396,6 +397,9 @@ func (s *Store) Remove(backendID string) {
 type change struct {
 	before       map[*target]int
 	indexChanged bool
+	// addsLoadOnly marks a reservation or a refusal's mark, which wake
+	// no waiting request (signalPublished).
+	addsLoadOnly bool
 }
 
 func (s *Store) newChange() *change { return &change{before: map[*target]int{}} }
@@ -539,6 +543,7 @@ func (s *Store) commit(c *change) {
 			}
 		}
 	}
+	s.signalPublished(c, touched)
 	for _, t := range touched {
 		if t.active > 0 && c.before[t] == 0 {
 			// After publish: a waiter that saw no snapshot holds this
@@ -597,6 +602,9 @@ func (s *Store) publish(t *target) {
 			p.rr[i] = &cl.rr
 		}
 	}
+	if !s.backendChoice.roundRobin {
+		p.places = publishedPlaces(t.clusters)
+	}
 	s.version++
 	p.snap = &routing.Snapshot{Target: t.key, Clusters: views, Version: s.version, Generation: t.gen}
 	t.slot.pub.Store(p)
@@ -629,6 +637,7 @@ func (cl *cluster) refresh() {
 		}
 		applyReservations(&cl.view.Stats, cl.reservations)
 		cl.view.Priorities = routing.SortPriorities(cl.view.Stats.QueueTimeEstimateMsByPriority)
+		cl.places = nil // publishedPlaces rebuilds it when it is needed
 		cl.viewDirty = false
 	}
 }

@@ -146,14 +146,30 @@ func TestIdentityChangeMovesBackend(t *testing.T) {
 	}
 }
 
+// Off, NextBackend is upstream's round robin whatever the key; on, a
+// request without a key takes the least loaded backend with ties in
+// round-robin order, which on equal loads is the same sequence.
 func TestNextBackendRoundRobin(t *testing.T) {
-	s, _ := newStore()
+	for _, tc := range []struct {
+		name string
+		key  string
+		opts []state.Option
+	}{
+		{"off", "mt:v1:session:abc", []state.Option{state.BackendAffinity(false, 0)}},
+		{"on without a key", "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testNextBackendRoundRobin(t, tc.key, tc.opts...) })
+	}
+}
+
+func testNextBackendRoundRobin(t *testing.T, key string, opts ...state.Option) {
+	s, _ := newStore(opts...)
 	for _, id := range []string{"b3", "b1", "b2"} { // registration order must not matter
 		s.Apply(backend(id, "c"), one("m", protocol.ModelStats{}), time.Millisecond, true)
 	}
 	s.Apply(backend("x1", "other"), one("m", protocol.ModelStats{}), time.Millisecond, true)
 	next := func(skip func(string) bool) string {
-		b, ok := s.NextBackend(target("m"), "c", skip)
+		b, ok := s.NextBackend(target("m"), "c", key, skip)
 		if !ok {
 			return "-"
 		}
@@ -176,14 +192,14 @@ func TestNextBackendRoundRobin(t *testing.T) {
 	if got := next(func(string) bool { return true }); got != "-" {
 		t.Fatalf("everything skipped gave %s", got)
 	}
-	b, ok := s.NextBackend(target("m"), "other", nil)
+	b, ok := s.NextBackend(target("m"), "other", key, nil)
 	if !ok || b != backend("x1", "other") {
 		t.Fatalf("other cluster: %+v %v", b, ok)
 	}
-	if _, ok := s.NextBackend(target("m"), "missing", nil); ok {
+	if _, ok := s.NextBackend(target("m"), "missing", "", nil); ok {
 		t.Fatal("unknown cluster")
 	}
-	if _, ok := s.NextBackend(target("nope"), "c", nil); ok {
+	if _, ok := s.NextBackend(target("nope"), "c", "", nil); ok {
 		t.Fatal("unknown target")
 	}
 	// A heartbeat does not reset the cluster's counter (9 mod 3 → b1, 10 → b2).
@@ -321,11 +337,11 @@ func TestHasBackend(t *testing.T) {
 	if s.HasBackend(target("m"), "other", none) || s.HasBackend(target("x"), "c", none) {
 		t.Fatal("an unknown cluster or target has no backend")
 	}
-	first, _ := s.NextBackend(target("m"), "c", nil)
+	first, _ := s.NextBackend(target("m"), "c", "", nil)
 	for range 3 {
 		s.HasBackend(target("m"), "c", none)
 	}
-	if second, _ := s.NextBackend(target("m"), "c", nil); second.ID == first.ID {
+	if second, _ := s.NextBackend(target("m"), "c", "", nil); second.ID == first.ID {
 		t.Fatalf("HasBackend moved the round robin: %s twice", first.ID)
 	}
 }

@@ -1,23 +1,30 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 
+	"github.com/stargate-router/stargate/pkg/internal/promscrape"
 	"github.com/stargate-router/stargate/pkg/internal/stack"
 	"github.com/stargate-router/stargate/pkg/loadgen"
 )
 
-// The files an arm's folder gets from its stack, besides the processes'
-// logs.
-const (
-	versionsFile      = "versions.txt"
-	enginesBeforeFile = "engines-before.txt"
-	enginesAfterFile  = "engines-after.txt"
-)
+// versionsFile is the file of the binaries' build info in an arm's
+// folder; the counter files are loadgen's (EnginesBeforeFile, ...).
+const versionsFile = "versions.txt"
+
+// hubScrapeTimeout bounds one scrape of the hub's /metrics.
+const hubScrapeTimeout = 5 * time.Second
 
 // armStack is the campaign's ArmStack for --compare: a fresh
 // stack.BenchFleet for every arm, from the binaries in bin.
@@ -30,9 +37,17 @@ type armStack struct {
 	target string
 	// running is the current arm's stack; nil between arms.
 	running *stack.Stack
+	// http scrapes the hub's /metrics.
+	http *http.Client
+	// log receives what is recorded without failing the arm (a hub whose
+	// metrics cannot be read).
+	log io.Writer
 }
 
-var _ loadgen.ArmStack = (*armStack)(nil)
+var (
+	_ loadgen.ArmStack    = (*armStack)(nil)
+	_ loadgen.RunRecorder = (*armStack)(nil)
+)
 
 // Up starts the stack with the arm's lb config, empties the engines'
 // caches and records the binaries' versions and the engines' counters in
@@ -54,8 +69,8 @@ func (a *armStack) Up(ctx context.Context, arm loadgen.Arm, armDir string) (load
 	if err := st.WriteVersions(ctx, filepath.Join(armDir, versionsFile)); err != nil {
 		return loadgen.ArmTarget{}, fmt.Errorf("%s: %w", versionsFile, err)
 	}
-	if err := st.WriteEngineCounters(ctx, filepath.Join(armDir, enginesBeforeFile)); err != nil {
-		return loadgen.ArmTarget{}, fmt.Errorf("%s: %w", enginesBeforeFile, err)
+	if err := st.WriteEngineCounters(ctx, filepath.Join(armDir, loadgen.EnginesBeforeFile)); err != nil {
+		return loadgen.ArmTarget{}, fmt.Errorf("%s: %w", loadgen.EnginesBeforeFile, err)
 	}
 	ep := st.Endpoints()
 	if a.target == loadgen.TargetHub {
@@ -65,20 +80,87 @@ func (a *armStack) Up(ctx context.Context, arm loadgen.Arm, armDir string) (load
 	return loadgen.ArmTarget{URL: ep.Gateway, APIKey: ep.APIKey}, nil
 }
 
-// Down records the engines' counters in armDir and stops the stack, also
-// when recording fails.
+// Down records the engines' and the hub's counters in armDir and stops
+// the stack, also when recording fails. The hub's are best effort: a hub
+// that cannot be read leaves no hub file and the report says n/a.
 func (a *armStack) Down(ctx context.Context, armDir string) error {
 	st := a.running
 	if st == nil {
 		return nil
 	}
 	a.running = nil
-	err := st.WriteEngineCounters(ctx, filepath.Join(armDir, enginesAfterFile))
+	a.writeHub(ctx, st, filepath.Join(armDir, loadgen.HubAfterFile))
+	err := st.WriteEngineCounters(ctx, filepath.Join(armDir, loadgen.EnginesAfterFile))
 	st.Stop()
 	if err != nil {
-		return fmt.Errorf("%s: %w", enginesAfterFile, err)
+		return fmt.Errorf("%s: %w", loadgen.EnginesAfterFile, err)
 	}
 	return nil
+}
+
+// RecordRun writes the engines' and the hub's counters into a run's
+// folder before or after it, so each run (each rate of a sweep) gets its
+// own evictions and escapes.
+func (a *armStack) RecordRun(ctx context.Context, runDir, phase string) error {
+	st := a.running
+	if st == nil {
+		return errors.New("no stack is running")
+	}
+	engines, hub := loadgen.EnginesBeforeFile, loadgen.HubBeforeFile
+	if phase == loadgen.PhaseAfter {
+		engines, hub = loadgen.EnginesAfterFile, loadgen.HubAfterFile
+	}
+	a.writeHub(ctx, st, filepath.Join(runDir, hub))
+	if err := st.WriteEngineCounters(ctx, filepath.Join(runDir, engines)); err != nil {
+		return fmt.Errorf("%s: %w", engines, err)
+	}
+	return nil
+}
+
+// writeHub writes the hub's stargate_* counters and gauges to path as
+// counter-file lines ("hub <series> <value>"). A failure is logged, not
+// returned: the escapes then read n/a in the report.
+func (a *armStack) writeHub(ctx context.Context, st *stack.Stack, path string) {
+	ctx, cancel := context.WithTimeout(ctx, hubScrapeTimeout)
+	defer cancel()
+	fams, err := promscrape.Scrape(ctx, a.http, st.Endpoints().HubMetrics)
+	if err == nil {
+		err = os.WriteFile(path, hubCounters(fams), 0o600)
+	}
+	if err != nil {
+		fmt.Fprintf(a.log, "loadgen campaign: hub counters not recorded in %s: %v\n", path, err)
+	}
+}
+
+// hubCounters renders the hub's stargate_* counter and gauge series, by
+// family name, as counter-file lines; histograms are left out (their
+// buckets say nothing a comparison of arms reads).
+func hubCounters(fams promscrape.Families) []byte {
+	var b bytes.Buffer
+	for _, name := range slices.Sorted(maps.Keys(fams)) {
+		fam := fams[name]
+		if !strings.HasPrefix(name, "stargate_") {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			var v float64
+			switch {
+			case m.Counter != nil:
+				v = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				v = m.GetGauge().GetValue()
+			default:
+				continue
+			}
+			s := loadgen.Sample{Source: "hub", Name: name, Value: v}
+			for _, l := range m.GetLabel() {
+				s.Labels = append(s.Labels, loadgen.Label{Name: l.GetName(), Value: l.GetValue()})
+			}
+			b.WriteString(loadgen.FormatSample(s))
+			b.WriteByte('\n')
+		}
+	}
+	return b.Bytes()
 }
 
 // compareFlags are campaign's --compare settings.
@@ -102,7 +184,7 @@ func defaultBin() (string, error) {
 
 // newArmStack checks the --compare flags against the others and returns
 // the campaign's stack.
-func (cf *compareFlags) newArmStack(given func(flag string) bool, rf *runFlags, model string) (*armStack, error) {
+func (cf *compareFlags) newArmStack(given func(flag string) bool, rf *runFlags, model string, log io.Writer) (*armStack, error) {
 	if !cf.on {
 		for _, f := range []string{"bin", "stack-logs"} {
 			if given(f) {
@@ -133,7 +215,7 @@ func (cf *compareFlags) newArmStack(given func(flag string) bool, rf *runFlags, 
 	if missing := stack.MissingBinaries(bin); len(missing) > 0 {
 		return nil, bad("--bin %s lacks %v: run `make build` first (or name the folder with --bin)", bin, missing)
 	}
-	return &armStack{bin: bin, logs: cf.stackLogs, target: rf.target}, nil
+	return &armStack{bin: bin, logs: cf.stackLogs, target: rf.target, http: &http.Client{}, log: log}, nil
 }
 
 // errorsOver lists the arm/suite results with more than max requests that

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stargate-router/stargate/pkg/internal/promscrape"
 	"github.com/stargate-router/stargate/pkg/internal/stack"
 	"github.com/stargate-router/stargate/pkg/loadgen"
 )
@@ -115,5 +116,46 @@ func TestErrorsOver(t *testing.T) {
 	}
 	if err := errorsOver(rep, 3); err != nil {
 		t.Errorf("limit 3: %v", err)
+	}
+}
+
+// TestHubCounters: the hub file holds the hub's stargate_* counters and
+// gauges as counter-file lines, which loadgen reads back into escapes by
+// reason; histograms and other processes' series are left out.
+func TestHubCounters(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`# TYPE stargate_session_escapes_total counter
+stargate_session_escapes_total{model="m",reason="retry"} 2
+stargate_session_escapes_total{model="m",reason="group_saturated"} 5
+# TYPE stargate_inflight gauge
+stargate_inflight{cluster="a"} 1
+# TYPE stargate_ttft_seconds histogram
+stargate_ttft_seconds_bucket{le="+Inf"} 3
+stargate_ttft_seconds_sum 1
+stargate_ttft_seconds_count 3
+# TYPE go_goroutines gauge
+go_goroutines 9
+`))
+	}))
+	defer srv.Close()
+	fams, err := promscrape.Scrape(t.Context(), srv.Client(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(hubCounters(fams))
+	want := `hub stargate_inflight{cluster="a"} 1
+hub stargate_session_escapes_total{model="m",reason="retry"} 2
+hub stargate_session_escapes_total{model="m",reason="group_saturated"} 5
+`
+	if got != want {
+		t.Fatalf("hub counters:\n%s\nwant:\n%s", got, want)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, loadgen.HubAfterFile), []byte(got), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadgen.ReadCounters(dir)
+	if err != nil || c.Escapes["retry"] != 2 || c.Escapes["group_saturated"] != 5 {
+		t.Fatalf("read back: %+v, %v", c, err)
 	}
 }

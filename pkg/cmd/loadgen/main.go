@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -121,9 +122,11 @@ type suiteFlags struct {
 }
 
 func (s *suiteFlags) register(fs *cli.FlagSet) {
-	fs.Uint64(&s.p.Seed, "seed", "LOADGEN_SEED", 42, "workload seed: the same seed and parameters give a byte-identical file")
+	fs.Uint64(&s.p.Seed, "seed", "LOADGEN_SEED", 42, "workload seed: the same seed and parameters give a byte-identical file; session ids, prompts and a campaign's run salts all derive from it")
+	fs.String(&s.p.Salt, "salt", "LOADGEN_SALT", "", "mixed with --seed into every session id (prompt_cache_key, conversation id, x-multi-turn-session-id) and so every prompt: another salt, another set of keys")
 	fs.String(&s.p.Model, "model", "LOADGEN_MODEL", "dummy-model", "model named in the workload (and every request)")
-	fs.Float64(&s.p.Rate, "rate", "LOADGEN_RATE", 0, "capacity: open-loop target rate in req/s (0 = 8 for generate; all of 8,16,24,32,48 in a campaign)")
+	fs.Float64(&s.p.Rate, "rate", "LOADGEN_RATE", 0, "open-loop target rate in req/s: capacity (0 = 8; in a campaign all of 8,16,24,32,48), mixed (0 = 12, split 2:1 hot/short), sessions (0 = closed loop on --workers; > 0 = open loop)")
+	fs.Duration(&s.p.ThinkTime, "think-time", "LOADGEN_THINK_TIME", 0, "capacity and open-loop sessions: least time between the scheduled sends of two turns of a session (0 = 2s)")
 	fs.Duration(&s.duration, "duration", "LOADGEN_DURATION", 0, "capacity and mixed: send window (0 = 120s for capacity, 60s for mixed)")
 	fs.Int(&s.p.Workers, "workers", "LOADGEN_WORKERS", 0, "closed-loop workers (0 = smoke 4, sessions 16, high-context 32)")
 	fs.Int(&s.p.Sessions, "sessions", "LOADGEN_SESSIONS", 0, "sessions: number of sessions (0 = 128)")
@@ -134,7 +137,7 @@ func (s *suiteFlags) register(fs *cli.FlagSet) {
 	fs.Int(&s.p.TurnTokens, "turn-tokens", "LOADGEN_TURN_TOKENS", 0, "mean later-turn message tokens (0 = suite default)")
 	fs.Int(&s.p.OutputTokens, "output-tokens", "LOADGEN_OUTPUT_TOKENS", 0, "mean reply tokens (0 = suite default)")
 	fs.Float64(&s.p.AnonShare, "anon-share", "LOADGEN_ANON_SHARE", 0, "share of anonymous one-shot requests, 0..1 (0 = suite default, negative = none)")
-	fs.String(&s.p.Arrival, "arrival", "LOADGEN_ARRIVAL", workload.ArrivalUniform, "open-loop arrivals: uniform or poisson")
+	fs.String(&s.p.Arrival, "arrival", "LOADGEN_ARRIVAL", "", "open-loop arrivals: uniform or poisson (default: poisson for sessions, uniform for capacity and mixed)")
 }
 
 func (s *suiteFlags) params() workload.SuiteParams {
@@ -146,9 +149,11 @@ func (s *suiteFlags) params() workload.SuiteParams {
 func generate(args []string, getenv func(string) string, stdout io.Writer) error {
 	var sf suiteFlags
 	var suite, out string
-	fs := cli.New("loadgen generate", "loadgen generate: write a canonical suite's workload file (JSON Lines) and print its SHA-256 fingerprint.", stdout)
+	var blockTokens int
+	fs := cli.New("loadgen generate", "loadgen generate: write a canonical suite's workload file (JSON Lines) and print its SHA-256 fingerprint and cache ceiling.", stdout)
 	fs.String(&suite, "suite", "LOADGEN_SUITE", "", "suite: "+strings.Join(workload.Suites, ", "))
 	fs.String(&out, "out", "LOADGEN_OUT", "", "workload file to write")
+	fs.Int(&blockTokens, "block-tokens", "LOADGEN_BLOCK_TOKENS", workload.DefaultBlockTokens, "KV block size (tokens) the cache ceiling is counted in: the engines' (the mock engine's --block-size-tokens)")
 	sf.register(fs)
 	if err := parse(fs, args, getenv); err != nil {
 		return err
@@ -159,15 +164,28 @@ func generate(args []string, getenv func(string) string, stdout io.Writer) error
 	if out == "" {
 		return bad("--out is required")
 	}
+	if blockTokens < 1 {
+		return bad("--block-tokens: must be >= 1, got %d", blockTokens)
+	}
 	w, err := workload.Generate(suite, sf.params())
 	if err != nil {
 		return &usageError{err}
+	}
+	cacheable, total, err := workload.CacheCeiling(w, blockTokens)
+	if err != nil {
+		return bad("--block-tokens: %v", err)
 	}
 	fp, err := w.WriteFile(out)
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
 	fmt.Fprintf(stdout, "%s: suite %s, seed %d, %s loop, %d requests, sha256 %s\n", out, suite, w.Header.Seed, w.Header.Mode, len(w.Requests), fp)
+	share := 0.0
+	if total > 0 {
+		share = 100 * float64(cacheable) / float64(total)
+	}
+	fmt.Fprintf(stdout, "cache ceiling: %d of %d prompt tokens cacheable (%.1f %%) in %d-token blocks, replies modelled as %d bytes per token\n",
+		cacheable, total, share, blockTokens, workload.CharsPerToken)
 	return nil
 }
 
@@ -175,7 +193,7 @@ func generate(args []string, getenv func(string) string, stdout io.Writer) error
 type runFlags struct {
 	target, url, apiKey, apiKeyFile, model string
 	stream                                 bool
-	maxRequests, retries                   int
+	maxRequests, retries, blockTokens      int
 	timeout, deadline, backoff, every      time.Duration
 	salt                                   string
 }
@@ -193,6 +211,7 @@ func (r *runFlags) register(fs *cli.FlagSet) {
 	fs.Int(&r.retries, "retries", "LOADGEN_RETRIES", 0, "client retries of a request refused before its first byte (429, 502, 503, connection error)")
 	fs.Duration(&r.backoff, "retry-backoff", "LOADGEN_RETRY_BACKOFF", 250*time.Millisecond, "pause before the first client retry, doubled each time")
 	fs.Duration(&r.every, "progress-interval", "LOADGEN_PROGRESS_INTERVAL", 10*time.Second, "progress line interval when stderr is not a terminal (a terminal gets a redrawn bar)")
+	fs.Int(&r.blockTokens, "block-tokens", "LOADGEN_BLOCK_TOKENS", workload.DefaultBlockTokens, "KV block size (tokens) the run's cache ceiling is counted in: the engines' (the mock engine's --block-size-tokens)")
 }
 
 func (r *runFlags) validate(wantURL bool) error {
@@ -233,6 +252,9 @@ func (r *runFlags) validate(wantURL bool) error {
 	if r.maxRequests < 0 || r.retries < 0 {
 		return bad("--max-requests and --retries must be >= 0")
 	}
+	if r.blockTokens < 1 {
+		return bad("--block-tokens: must be >= 1, got %d", r.blockTokens)
+	}
 	return nil
 }
 
@@ -242,7 +264,8 @@ func (r *runFlags) template(stderr io.Writer) loadgen.RunSpec {
 	return loadgen.RunSpec{
 		Client: loadgen.Client{HTTP: loadgen.NewHTTPClient(), BaseURL: r.url, Target: r.target, APIKey: r.apiKey, Model: r.model,
 			Stream: r.stream, Retries: r.retries, RetryBackoff: r.backoff, Clock: clk},
-		Config:         loadgen.Config{MaxRequests: r.maxRequests, Timeout: r.timeout, Deadline: r.deadline, Salt: r.salt, Clock: clk},
+		Config: loadgen.Config{MaxRequests: r.maxRequests, Timeout: r.timeout, Deadline: r.deadline, Salt: r.salt, BlockTokens: r.blockTokens,
+			Clock: clk},
 		Meta:           loadgen.Meta{Loadgen: loadgen.ReadBuildInfo(version)},
 		ProgressOut:    stderr,
 		ProgressTTY:    loadgen.IsTerminal(stderr),
@@ -285,8 +308,8 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	s := rep.Stats
-	fmt.Fprintf(stdout, "%s: %d requests, %d ok, %d failed; TTFT p50 %.1f ms p99 %.1f ms; cache hit %.1f %%; report %s\n",
-		w.Header.Suite, s.Requests, s.OK, s.Failed, s.All.TTFT.P50, s.All.TTFT.P99, s.All.CacheHitPct, filepath.Join(out, loadgen.ReportFile))
+	fmt.Fprintf(stdout, "%s: %d requests, %d ok, %d failed; TTFT p50 %.1f ms p99 %.1f ms; cache hit %.1f %% (%.1f %% of the ceiling); report %s\n",
+		w.Header.Suite, s.Requests, s.OK, s.Failed, s.All.TTFT.P50, s.All.TTFT.P99, s.All.CacheHitPct, s.All.CeilingPct, filepath.Join(out, loadgen.ReportFile))
 	return nil
 }
 
@@ -371,13 +394,18 @@ func campaign(ctx context.Context, args []string, getenv func(string) string, st
 	var suites, armsPath, out, before, after string
 	var repeats, maxErrors int
 	var resume bool
+	var sw sweepFlags
 	fs := cli.New("loadgen campaign", `loadgen campaign: run every suite on every arm (each arm names a hub lb-config) and write per-arm results and a side-by-side summary.
 
 With --compare it starts a fresh stack for every arm from the binaries in --bin (a gateway with
 embedded Olric, the hub with the arm's lb-config, 4 clusters of a pylon and a mock engine: the
 benchmark fleet of docs/benchmarks.md), empties the engines' caches, records versions.txt and
-engines-before.txt in the arm's folder, runs the arm, records engines-after.txt and stops it all
-(also on failure or Ctrl-C).`, stdout)
+engines-before.txt in the arm's folder, runs the arm (recording the engines' and the hub's counters
+around each run), records engines-after.txt and hub-after.txt and stops it all (also on failure or
+Ctrl-C).
+
+With --rates it runs capacity, sessions and mixed at each rate, multiples of --capacity (given, or
+auto: measured first by a closed-loop run) or req/s, and reports each arm's saturation point.`, stdout)
 	fs.String(&suites, "suites", "LOADGEN_SUITES", "", "comma-separated suites; capacity expands to one workload per rate, capacity@R names one")
 	fs.String(&armsPath, "arms", "LOADGEN_ARMS", "", `arms file: [{"name": "p2", "lb_config": "p2.json", "description": "...", "info": {...}}, ...]`)
 	fs.String(&out, "out", "LOADGEN_OUT", "", "campaign results folder")
@@ -389,6 +417,7 @@ engines-before.txt in the arm's folder, runs the arm, records engines-after.txt 
 	fs.String(&cf.bin, "bin", "LOADGEN_BIN", "", "with --compare: folder holding hub, gateway, pylon and mock-engine (default: this loadgen's own folder)")
 	fs.String(&cf.stackLogs, "stack-logs", "LOADGEN_STACK_LOGS", "", "with --compare: the processes' logs go to DIR/<arm>/ (default: the arm's results folder)")
 	fs.Int(&maxErrors, "max-errors", "LOADGEN_MAX_ERRORS", -1, "exit 1 when an arm's suite has more than N requests that did not succeed, summed over repeats (-1 = no limit)")
+	sw.register(fs)
 	rf.register(fs)
 	sf.register(fs)
 	if err := parse(fs, args, getenv); err != nil {
@@ -406,23 +435,29 @@ engines-before.txt in the arm's folder, runs the arm, records engines-after.txt 
 	case maxErrors < -1:
 		return bad("--max-errors: must be >= 0, or -1 for no limit, got %d", maxErrors)
 	}
-	st, err := cf.newArmStack(fs.Set, &rf, sf.p.Model)
+	st, err := cf.newArmStack(fs.Set, &rf, sf.p.Model, stderr)
 	if err != nil {
 		return err
 	}
 	if err := rf.validate(st == nil); err != nil {
 		return err
 	}
-	specs, err := loadgen.ExpandSuites(strings.Split(suites, ","), sf.params())
+	sweep, err := sw.sweep(fs.Set, strings.Split(suites, ","), sf.params())
 	if err != nil {
-		return &usageError{err}
+		return err
+	}
+	var specs []loadgen.SuiteSpec
+	if sweep == nil {
+		if specs, err = loadgen.ExpandSuites(strings.Split(suites, ","), sf.params()); err != nil {
+			return &usageError{err}
+		}
 	}
 	arms, err := loadgen.ReadArms(armsPath)
 	if err != nil {
 		return bad("--arms: %v", err)
 	}
 	tmpl := rf.template(stderr)
-	c := &loadgen.Campaign{Out: out, Arms: arms, Suites: specs, Repeats: repeats, Resume: resume, BeforeArm: before, AfterArm: after,
+	c := &loadgen.Campaign{Out: out, Arms: arms, Suites: specs, Sweep: sweep, Repeats: repeats, Resume: resume, BeforeArm: before, AfterArm: after,
 		Template: tmpl, Build: loadgen.ReadBuildInfo(version), Log: stderr}
 	if st != nil {
 		// A nil *armStack in the interface would not be nil.
@@ -440,10 +475,72 @@ engines-before.txt in the arm's folder, runs the arm, records engines-after.txt 
 		fmt.Fprintf(&md, "\n## %s (fingerprint %s)\n\n", s.Key, s.Fingerprint[:12])
 		loadgen.WriteSideBySide(&md, rep, s.Key)
 	}
+	loadgen.WriteArmCounters(&md, rep)
+	loadgen.WriteSweeps(&md, rep)
 	fmt.Fprint(stdout, md.String())
 	fmt.Fprintf(stdout, "\nfull summary: %s\n", filepath.Join(out, "summary.md"))
 	if maxErrors >= 0 {
 		return errorsOver(rep, maxErrors)
 	}
 	return nil
+}
+
+// sweepFlags are campaign's rate-sweep settings.
+type sweepFlags struct {
+	rates, capacity             string
+	probeWorkers, probeRequests int
+}
+
+// capacityAuto is the --capacity value that measures the capacity first.
+const capacityAuto = "auto"
+
+func (s *sweepFlags) register(fs *cli.FlagSet) {
+	fs.String(&s.rates, "rates", "LOADGEN_RATES", "", "run capacity, sessions and mixed at each of these rates: multiples of --capacity (0.5x,1x,2x) or req/s (20,40); other suites run once")
+	fs.String(&s.capacity, "capacity", "LOADGEN_CAPACITY", "", "with --rates: the capacity figure in req/s the multiples refer to, or auto to measure it first with a closed-loop sessions run")
+	fs.Int(&s.probeWorkers, "capacity-workers", "LOADGEN_CAPACITY_WORKERS", 64, "--capacity auto: closed-loop workers of the probe; at least the fleet's engine slots, so that it saturates")
+	fs.Int(&s.probeRequests, "capacity-requests", "LOADGEN_CAPACITY_REQUESTS", 400, "--capacity auto: requests the probe sends")
+}
+
+// sweep checks the sweep flags and returns the campaign's sweep (nil
+// without --rates).
+func (s *sweepFlags) sweep(given func(string) bool, names []string, base workload.SuiteParams) (*loadgen.Sweep, error) {
+	if s.rates == "" {
+		for _, f := range []string{"capacity", "capacity-workers", "capacity-requests"} {
+			if given(f) {
+				return nil, bad("--%s only applies with --rates", f)
+			}
+		}
+		return nil, nil
+	}
+	if given("rate") {
+		return nil, bad("--rate and --rates exclude each other: --rates sets every swept suite's rate")
+	}
+	points, err := loadgen.ParseRates(s.rates)
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	sw := &loadgen.Sweep{Names: names, Base: base, Points: points, Probe: loadgen.Probe{Workers: s.probeWorkers, Requests: s.probeRequests}}
+	switch s.capacity {
+	case "":
+		for _, p := range points {
+			if p.Multiple > 0 {
+				return nil, bad("--rates %gx: a multiple needs --capacity <req/s> or --capacity %s", p.Multiple, capacityAuto)
+			}
+		}
+	case capacityAuto:
+		if s.probeWorkers < 1 || s.probeRequests < 1 {
+			return nil, bad("--capacity-workers and --capacity-requests must be >= 1, got %d and %d", s.probeWorkers, s.probeRequests)
+		}
+	default:
+		v, err := strconv.ParseFloat(s.capacity, 64)
+		if err != nil || !(v > 0) || v > workload.MaxRate {
+			return nil, bad("--capacity: want a rate in req/s > 0 or %s, got %q", capacityAuto, s.capacity)
+		}
+		sw.Capacity = v
+	}
+	// Catch a bad suite name now rather than after a capacity probe.
+	if _, err := sw.Expand(1); err != nil {
+		return nil, &usageError{err}
+	}
+	return sw, nil
 }

@@ -51,7 +51,7 @@ func envValue(env []string, key string) (string, bool) {
 func TestKillTerminateRestart(t *testing.T) {
 	t.Setenv(childEnv, "fleet")
 	logs := t.TempDir()
-	st, err := Start(t.Context(), Options{BinDir: fakeBin(t), LogDir: logs, Fleet: BenchFleet()})
+	st, err := Start(t.Context(), Options{BinDir: fakeBin(t), LogDir: logs, Fleet: LegacyBenchFleet()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestKillTerminateRestart(t *testing.T) {
 func TestSeveralGatewaysAndExtraArgs(t *testing.T) {
 	t.Setenv(childEnv, "fleet")
 	logs := t.TempDir()
-	st, err := Start(t.Context(), Options{BinDir: fakeBin(t), LogDir: logs, Fleet: BenchFleet(), Gateways: 3,
+	st, err := Start(t.Context(), Options{BinDir: fakeBin(t), LogDir: logs, Fleet: LegacyBenchFleet(), Gateways: 3,
 		ExtraArgs: map[string][]string{"gateway": {"--extra-all", "1"}, "gateway-2": {"--extra-two"}, "hub": {"--extra-hub"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -7,10 +7,12 @@ import (
 	"strings"
 )
 
-// Cluster is one simulated GPU cluster: a mock engine and the pylon in
-// front of it. Its ID is also the engine's --engine-id, so a client behind
-// the gateway (which hides the hub's x-stargate-cluster-id) still sees
-// where a request ran, through x-mock-engine-id.
+// Cluster is one simulated GPU cluster: Fleet.PylonsPerCluster pylons,
+// each in front of Fleet.EnginesPerPylon mock engines. Its ID is every
+// engine's --cluster-id (and, with one engine per cluster, its --engine-id),
+// so a client behind the gateway (which hides the hub's
+// x-stargate-cluster-id) still sees where a request ran, through
+// x-mock-cluster-id and x-mock-engine-id.
 type Cluster struct {
 	ID string
 	// ColdTPS and WarmTPS are the engine's prefill rates for uncached and
@@ -60,18 +62,81 @@ type Fleet struct {
 	// reaches, so every request goes through the Olric-backed limiter as in
 	// production and the dashboards' rate-limit panels have data.
 	RequestsPerMinute int
+	// PylonsPerCluster is how many pylons (hub backends) each cluster has;
+	// 0 means 1. The hub chooses among them inside a cluster.
+	PylonsPerCluster int
+	// EnginesPerPylon is how many mock engines each pylon fronts; 0 means
+	// 1. The pylon chooses among them. Slots and prefill rates are per
+	// engine; a pylon announces the sum.
+	EnginesPerPylon int
+	// KVCapacityTokens is each engine's --kv-cache-capacity-tokens; 0 keeps
+	// the mock engine's default (1.6M tokens, more than any suite fills).
+	KVCapacityTokens int
+}
+
+// Pylon is one pylon of a fleet and the engines behind it, as the layout
+// names them.
+type Pylon struct {
+	// Name is the pylon's child name without the "pylon-" prefix: the
+	// cluster id when the cluster has one pylon, else "<cluster>-p<i>".
+	Name string
+	// Cluster and Region are where it sits.
+	Cluster Cluster
+	Region  Region
+	// Engines are its engines' ids (their --engine-id and child names
+	// without "engine-"): the cluster id when the cluster has one engine in
+	// all, else "<pylon>-e<j>".
+	Engines []string
+}
+
+// Pylons lists every pylon of f in fleet order, clusters in order and a
+// cluster's pylons together.
+func (f Fleet) Pylons() []Pylon {
+	np, ne := max(f.PylonsPerCluster, 1), max(f.EnginesPerPylon, 1)
+	var out []Pylon
+	for _, r := range f.Regions {
+		for _, c := range r.Clusters {
+			for i := range np {
+				p := Pylon{Name: c.ID, Cluster: c, Region: r}
+				if np > 1 {
+					p.Name = fmt.Sprintf("%s-p%d", c.ID, i+1)
+				}
+				for j := range ne {
+					id := p.Name
+					if ne > 1 {
+						id = fmt.Sprintf("%s-e%d", p.Name, j+1)
+					}
+					p.Engines = append(p.Engines, id)
+				}
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// EngineIDs lists every engine id in fleet order.
+func (f Fleet) EngineIDs() []string {
+	var ids []string
+	for _, p := range f.Pylons() {
+		ids = append(ids, p.Engines...)
+	}
+	return ids
 }
 
 // DemoFleet is bin/demo's fleet: 2 regions x 2 clusters with
 // heterogeneous prefill rates (the mock engine's defaults are 64k/133k
 // tokens/s), so the weighted rendezvous ranking gives the clusters unequal
-// shares of sessions. Six slots per engine for the demo's 16 clients leave
-// room overall while the clusters ranked first by more sessions fill up now
-// and then: a few sessions overflow, which is what last_cluster_affinity is
-// about (4 slots make most of them move; 8 almost none).
+// shares of sessions. Like the benchmark fleet, each cluster is two pylons
+// of two engines, so the hub's backend choice and the pylons' engine choice
+// by session key are part of what the demo shows; each engine caches 128k
+// tokens, which the demo's sessions overflow now and then. Two slots per
+// engine (eight per cluster) for the demo's 16 clients leave room overall
+// while the clusters ranked first by more sessions fill up now and then: a
+// few sessions overflow, which is what last_cluster_affinity is about.
 func DemoFleet() Fleet {
-	return Fleet{Model: "demo-model", Slots: 6, TokenDelayMs: 10, QueueAdmission: true, MaxWaitMs: 10_000,
-		RequestsPerMinute: 100_000, Regions: []Region{
+	return Fleet{Model: "demo-model", Slots: 2, TokenDelayMs: 10, QueueAdmission: true, MaxWaitMs: 10_000,
+		RequestsPerMinute: 100_000, PylonsPerCluster: 2, EnginesPerPylon: 2, KVCapacityTokens: 131_072, Regions: []Region{
 			{Name: "near", HealthDelayMs: 1, TTFTMs: 10, Clusters: []Cluster{
 				{ID: "near-a", ColdTPS: 64_000, WarmTPS: 133_000},
 				{ID: "near-b", ColdTPS: 32_000, WarmTPS: 66_000},
@@ -84,13 +149,42 @@ func DemoFleet() Fleet {
 }
 
 // BenchFleet is the fleet of `loadgen campaign --compare` and of every
-// live number in docs/benchmarks.md, exactly what scripts/bench-stack.sh
-// ran before it, so earlier numbers stay comparable: the same clusters and
-// prefill rates as the demo, but 16 slots, 5 ms per output token, a 20 ms
-// base TTFT plus the region's RTT, model dummy-model (the arms' lb-configs
+// live number in docs/benchmarks.md from 2026-12-02 on. It is built so that routing decides the outcome:
+//
+//   - each cluster is two pylons of two engines, so a session's cache can
+//     be split inside a cluster as well as between clusters;
+//   - prefill is slow (2k cold tokens/s on the fastest engine) and cached
+//     prefill eight times faster, so the fleet is prefill-bound at rates a
+//     two-core machine can drive, and what the routing saves in prefill
+//     is throughput;
+//   - each engine caches 64k tokens, which an arm that spreads sessions
+//     over many engines overflows at the higher rates (evictions), while
+//     one that keeps each session on one engine fits it.
+//
+// Same regions and rate ratios as before (near-a fast, near-b half as
+// fast, far-a three quarters, far-b fast; far 25 ms away), 8 slots per
+// engine, 5 ms per output token, model dummy-model (the arms' lb-configs
 // name it) and no gateway model config (no max wait: a full fleet answers
-// 503 at once).
+// 503 at once). LegacyBenchFleet is the fleet of the numbers before.
 func BenchFleet() Fleet {
+	return Fleet{Model: "dummy-model", Slots: 8, TokenDelayMs: 5, QueueAdmission: true,
+		PylonsPerCluster: 2, EnginesPerPylon: 2, KVCapacityTokens: 65_536, Regions: []Region{
+			{Name: "near", HealthDelayMs: 1, TTFTMs: 20 + 1, Clusters: []Cluster{
+				{ID: "near-a", ColdTPS: 2_000, WarmTPS: 16_000},
+				{ID: "near-b", ColdTPS: 1_000, WarmTPS: 8_000},
+			}},
+			{Name: "far", HealthDelayMs: 25, TTFTMs: 20 + 25, Clusters: []Cluster{
+				{ID: "far-a", ColdTPS: 1_500, WarmTPS: 12_000},
+				{ID: "far-b", ColdTPS: 2_000, WarmTPS: 16_000},
+			}},
+		}}
+}
+
+// LegacyBenchFleet is the fleet of docs/benchmarks.md's numbers up to
+// 2026-11-30, exactly what scripts/bench-stack.sh ran before it: one
+// engine per cluster with 16 slots and a 1.6M-token cache, prefill rates
+// so high that no suite loaded it. Kept so those numbers can be re-run.
+func LegacyBenchFleet() Fleet {
 	return Fleet{Model: "dummy-model", Slots: 16, TokenDelayMs: 5, QueueAdmission: true, Regions: []Region{
 		{Name: "near", HealthDelayMs: 1, TTFTMs: 20 + 1, Clusters: []Cluster{
 			{ID: "near-a", ColdTPS: 64_000, WarmTPS: 133_000},
@@ -131,11 +225,26 @@ func (f Fleet) Describe() []string {
 	for _, r := range f.Regions {
 		line := fmt.Sprintf("region %-4s (hub RTT ~%d ms, engine TTFT +%d ms):", r.Name, r.HealthDelayMs, r.TTFTMs)
 		for _, c := range r.Clusters {
-			line += fmt.Sprintf("  %s %dk/%dk tok/s", c.ID, c.ColdTPS/1000, c.WarmTPS/1000)
+			line += fmt.Sprintf("  %s %s/%s tok/s", c.ID, kilo(c.ColdTPS), kilo(c.WarmTPS))
+		}
+		out = append(out, line)
+	}
+	if np, ne := max(f.PylonsPerCluster, 1), max(f.EnginesPerPylon, 1); np*ne > 1 || f.KVCapacityTokens > 0 {
+		line := fmt.Sprintf("each cluster: %d pylon(s) x %d engine(s), %d slots per engine", np, ne, f.Slots)
+		if f.KVCapacityTokens > 0 {
+			line += fmt.Sprintf(", %s-token KV cache per engine", kilo(f.KVCapacityTokens))
 		}
 		out = append(out, line)
 	}
 	return out
+}
+
+// kilo prints n in thousands, with one decimal when it is not whole.
+func kilo(n int) string {
+	if n%1000 == 0 {
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return strconv.FormatFloat(float64(n)/1000, 'f', 1, 64) + "k"
 }
 
 // The arguments of each binary. Every listener is on loopback at a port
@@ -143,11 +252,15 @@ func (f Fleet) Describe() []string {
 // trouble; a short drain keeps stopping quick (nothing is in flight by
 // then, so it changes no measurement).
 
-func mockArgs(f Fleet, r Region, c Cluster, port int) []string {
-	return []string{"--listen", addr(port), "--model-name", f.Model, "--engine-id", c.ID,
-		"--prefill-tokens-per-s", itoa(c.ColdTPS), "--cached-prefill-tokens-per-s", itoa(c.WarmTPS),
-		"--ttft-ms", itoa(r.TTFTMs), "--health-delay-ms", itoa(r.HealthDelayMs), "--token-delay-ms", itoa(f.TokenDelayMs),
+func mockArgs(f Fleet, p Pylon, engineID string, port int) []string {
+	args := []string{"--listen", addr(port), "--model-name", f.Model, "--engine-id", engineID, "--cluster-id", p.Cluster.ID,
+		"--prefill-tokens-per-s", itoa(p.Cluster.ColdTPS), "--cached-prefill-tokens-per-s", itoa(p.Cluster.WarmTPS),
+		"--ttft-ms", itoa(p.Region.TTFTMs), "--health-delay-ms", itoa(p.Region.HealthDelayMs), "--token-delay-ms", itoa(f.TokenDelayMs),
 		"--max-concurrent-requests", itoa(f.Slots), "--drain-timeout", "2s", "--log-level", "warn"}
+	if f.KVCapacityTokens > 0 {
+		args = append(args, "--kv-cache-capacity-tokens", itoa(f.KVCapacityTokens))
+	}
+	return args
 }
 
 // hubPorts are the hub's listeners: the API, the pylons' tunnel listener
@@ -203,13 +316,20 @@ func hubArgs(p hubPorts, lbConfigPath string, s secrets) []string {
 	return args
 }
 
-func pylonArgs(f Fleet, c Cluster, hubs hubSet, enginePort, listen, metrics int, s secrets) []string {
+// pylonArgs announces the pylon's engines together: their summed slots
+// and cold prefill rate.
+func pylonArgs(f Fleet, p Pylon, hubs hubSet, enginePorts []int, listen, metrics int, s secrets) []string {
+	urls := make([]string, len(enginePorts))
+	for i, port := range enginePorts {
+		urls[i] = "http://" + addr(port)
+	}
+	n := len(enginePorts)
 	return []string{"--listen", addr(listen), "--metrics-listen", addr(metrics),
-		"--stargate-address", hubs.backends(), "--upstream-http-base-url", "http://" + addr(enginePort),
-		"--model-name", f.Model, "--inference-server-id", "pylon-" + c.ID, "--cluster-id", c.ID,
+		"--stargate-address", hubs.backends(), "--upstream-http-base-url", strings.Join(urls, ","),
+		"--model-name", f.Model, "--inference-server-id", "pylon-" + p.Name, "--cluster-id", p.Cluster.ID,
 		// The tunnels stay on loopback: the token may cross it in plaintext.
-		"--auth-token-file", s.registration, "--insecure-plaintext", "--initial-input-tps", itoa(c.ColdTPS),
-		"--max-engine-concurrency", itoa(f.Slots), "--kv-cache-stats-path", "/kv-cache/stats",
+		"--auth-token-file", s.registration, "--insecure-plaintext", "--initial-input-tps", itoa(n * p.Cluster.ColdTPS),
+		"--max-engine-concurrency", itoa(n * f.Slots), "--kv-cache-stats-path", "/kv-cache/stats",
 		"--min-update-interval-ms", "250", "--pylon-queue-mismatch-retry-enabled=" + strconv.FormatBool(f.QueueAdmission),
 		"--drain-timeout", "2s", "--log-level", "warn"}
 }

@@ -46,10 +46,11 @@ func TestDemoFleet(t *testing.T) {
 	}
 }
 
-// TestBenchFleet pins BenchFleet to what scripts/bench-stack.sh started,
-// flag by flag: the live numbers in docs/benchmarks.md were measured on it.
-func TestBenchFleet(t *testing.T) {
-	f := BenchFleet()
+// TestLegacyBenchFleet pins LegacyBenchFleet to what scripts/bench-stack.sh
+// started, flag by flag: docs/benchmarks.md's numbers up to 2026-11-30 were
+// measured on it.
+func TestLegacyBenchFleet(t *testing.T) {
+	f := LegacyBenchFleet()
 	s := secrets{registration: "/s/reg", gateway: "/s/gw", apiKeys: "/s/keys"}
 	want := map[string]struct {
 		rtt, cold, cached string
@@ -60,29 +61,35 @@ func TestBenchFleet(t *testing.T) {
 	if got := f.ClusterIDs(); !slices.Equal(got, []string{"near-a", "near-b", "far-a", "far-b"}) {
 		t.Fatalf("clusters %v", got)
 	}
-	for _, r := range f.Regions {
-		for _, c := range r.Clusters {
-			w := want[c.ID]
-			rtt := w.rtt
-			ttft := map[string]string{"1": "21", "25": "45"}[rtt] // 20 ms + the region's RTT
-			for name, v := range map[string]string{
-				"model-name": "dummy-model", "engine-id": c.ID, "prefill-tokens-per-s": w.cold, "cached-prefill-tokens-per-s": w.cached,
-				"ttft-ms": ttft, "health-delay-ms": rtt, "token-delay-ms": "5", "max-concurrent-requests": "16", "log-level": "warn",
-			} {
-				if got, _ := flagValue(mockArgs(f, r, c, 1), name); got != v {
-					t.Errorf("%s engine --%s = %q, want %q", c.ID, name, got, v)
-				}
+	if got := f.EngineIDs(); !slices.Equal(got, f.ClusterIDs()) {
+		t.Fatalf("engines %v, want one per cluster named after it", got)
+	}
+	for _, p := range f.Pylons() {
+		c := p.Cluster
+		w := want[c.ID]
+		rtt := w.rtt
+		ttft := map[string]string{"1": "21", "25": "45"}[rtt] // 20 ms + the region's RTT
+		args := mockArgs(f, p, p.Engines[0], 1)
+		for name, v := range map[string]string{
+			"model-name": "dummy-model", "engine-id": c.ID, "prefill-tokens-per-s": w.cold, "cached-prefill-tokens-per-s": w.cached,
+			"ttft-ms": ttft, "health-delay-ms": rtt, "token-delay-ms": "5", "max-concurrent-requests": "16", "log-level": "warn",
+		} {
+			if got, _ := flagValue(args, name); got != v {
+				t.Errorf("%s engine --%s = %q, want %q", c.ID, name, got, v)
 			}
-			for name, v := range map[string]string{
-				"model-name": "dummy-model", "cluster-id": c.ID, "inference-server-id": "pylon-" + c.ID,
-				"initial-input-tps": w.cold, "max-engine-concurrency": "16", "kv-cache-stats-path": "/kv-cache/stats",
-				"min-update-interval-ms": "250", "log-level": "warn",
-				// bench-stack.sh left it at the pylon's default, which is on.
-				"pylon-queue-mismatch-retry-enabled": "true",
-			} {
-				if got, _ := flagValue(pylonArgs(f, c, hubSet{{}}, 2, 3, 4, s), name); got != v {
-					t.Errorf("%s pylon --%s = %q, want %q", c.ID, name, got, v)
-				}
+		}
+		if v, ok := flagValue(args, "kv-cache-capacity-tokens"); ok {
+			t.Errorf("%s engine --kv-cache-capacity-tokens %q, want the mock's default", c.ID, v)
+		}
+		for name, v := range map[string]string{
+			"model-name": "dummy-model", "cluster-id": c.ID, "inference-server-id": "pylon-" + c.ID,
+			"initial-input-tps": w.cold, "max-engine-concurrency": "16", "kv-cache-stats-path": "/kv-cache/stats",
+			"min-update-interval-ms": "250", "log-level": "warn",
+			// bench-stack.sh left it at the pylon's default, which is on.
+			"pylon-queue-mismatch-retry-enabled": "true",
+		} {
+			if got, _ := flagValue(pylonArgs(f, p, hubSet{{}}, []int{2}, 3, 4, s), name); got != v {
+				t.Errorf("%s pylon --%s = %q, want %q", c.ID, name, got, v)
 			}
 		}
 	}
@@ -96,24 +103,74 @@ func TestBenchFleet(t *testing.T) {
 	}
 }
 
+// TestBenchFleet checks the layout of the pressure fleet: two pylons of two
+// engines per cluster, each pylon announcing its engines' sums, every engine
+// naming its cluster, a small cache on every engine.
+func TestBenchFleet(t *testing.T) {
+	f := BenchFleet()
+	s := secrets{registration: "/s/reg", gateway: "/s/gw", apiKeys: "/s/keys"}
+	pylons := f.Pylons()
+	if len(pylons) != 8 || len(f.EngineIDs()) != 16 {
+		t.Fatalf("%d pylons, %d engines; want 8 and 16", len(pylons), len(f.EngineIDs()))
+	}
+	p := pylons[1]
+	if p.Name != "near-a-p2" || p.Cluster.ID != "near-a" || !slices.Equal(p.Engines, []string{"near-a-p2-e1", "near-a-p2-e2"}) {
+		t.Fatalf("second pylon %+v", p)
+	}
+	seen := map[string]bool{}
+	for _, id := range f.EngineIDs() {
+		if seen[id] {
+			t.Errorf("engine id %s twice", id)
+		}
+		seen[id] = true
+	}
+	for name, v := range map[string]string{
+		"engine-id": "near-a-p2-e2", "cluster-id": "near-a", "kv-cache-capacity-tokens": "65536",
+		"max-concurrent-requests": "8", "prefill-tokens-per-s": "2000", "cached-prefill-tokens-per-s": "16000",
+	} {
+		if got, _ := flagValue(mockArgs(f, p, p.Engines[1], 1), name); got != v {
+			t.Errorf("engine --%s = %q, want %q", name, got, v)
+		}
+	}
+	for name, v := range map[string]string{
+		"inference-server-id": "pylon-near-a-p2", "cluster-id": "near-a",
+		"upstream-http-base-url": "http://127.0.0.1:5,http://127.0.0.1:6",
+		"initial-input-tps":      "4000", "max-engine-concurrency": "16",
+	} {
+		if got, _ := flagValue(pylonArgs(f, p, hubSet{{}}, []int{5, 6}, 3, 4, s), name); got != v {
+			t.Errorf("pylon --%s = %q, want %q", name, got, v)
+		}
+	}
+	for _, r := range f.Regions {
+		for _, c := range r.Clusters {
+			if c.WarmTPS < 4*c.ColdTPS {
+				t.Errorf("%s: cached prefill %d is not much faster than cold %d; hits would barely matter", c.ID, c.WarmTPS, c.ColdTPS)
+			}
+		}
+	}
+	if d := strings.Join(f.Describe(), "\n"); !strings.Contains(d, "2 pylon(s) x 2 engine(s)") || !strings.Contains(d, "1.5k/12k") {
+		t.Errorf("describe:\n%s", d)
+	}
+}
+
 func TestArgs(t *testing.T) {
 	f := DemoFleet()
-	r, c := f.Regions[1], f.Regions[1].Clusters[0]
+	py := f.Pylons()[4] // far-a's first pylon
 	s := secrets{registration: "/s/reg", gateway: "/s/gw", apiKeys: "/s/keys"}
 	for _, tc := range []struct {
 		name string
 		args []string
 		want map[string]string
 	}{
-		{"mock", mockArgs(f, r, c, 9001), map[string]string{
-			"listen": "127.0.0.1:9001", "model-name": "demo-model", "engine-id": "far-a",
-			"prefill-tokens-per-s": "48000", "cached-prefill-tokens-per-s": "100000",
-			"health-delay-ms": "25", "ttft-ms": "35", "max-concurrent-requests": "6",
+		{"mock", mockArgs(f, py, py.Engines[0], 9001), map[string]string{
+			"listen": "127.0.0.1:9001", "model-name": "demo-model", "engine-id": "far-a-p1-e1", "cluster-id": "far-a",
+			"prefill-tokens-per-s": "48000", "cached-prefill-tokens-per-s": "100000", "kv-cache-capacity-tokens": "131072",
+			"health-delay-ms": "25", "ttft-ms": "35", "max-concurrent-requests": "2",
 		}},
-		{"pylon", pylonArgs(f, c, hubSet{{backend: 9002}}, 9001, 9003, 9004, s), map[string]string{
+		{"pylon", pylonArgs(f, py, hubSet{{backend: 9002}}, []int{9001}, 9003, 9004, s), map[string]string{
 			"stargate-address": "127.0.0.1:9002", "upstream-http-base-url": "http://127.0.0.1:9001",
-			"cluster-id": "far-a", "inference-server-id": "pylon-far-a", "auth-token-file": "/s/reg",
-			"initial-input-tps": "48000", "max-engine-concurrency": "6", "min-update-interval-ms": "250",
+			"cluster-id": "far-a", "inference-server-id": "pylon-far-a-p1", "auth-token-file": "/s/reg",
+			"initial-input-tps": "48000", "max-engine-concurrency": "2", "min-update-interval-ms": "250",
 			"listen": "127.0.0.1:9003", "metrics-listen": "127.0.0.1:9004",
 			"pylon-queue-mismatch-retry-enabled": "true",
 		}},
@@ -125,7 +182,7 @@ func TestArgs(t *testing.T) {
 			"listen": "127.0.0.1:9008", "metrics-listen": "127.0.0.1:9009", "hub-url": "http://127.0.0.1:9005",
 			"hub-token-file": "/s/gw", "api-keys-file": "/s/keys",
 		}},
-		{"pylon, three hubs", pylonArgs(f, c, hubSet{{backend: 9002}, {backend: 9012}, {backend: 9022}}, 9001, 9003, 9004, s), map[string]string{
+		{"pylon, three hubs", pylonArgs(f, py, hubSet{{backend: 9002}, {backend: 9012}, {backend: 9022}}, []int{9001}, 9003, 9004, s), map[string]string{
 			"stargate-address": "127.0.0.1:9002,127.0.0.1:9012,127.0.0.1:9022",
 		}},
 		{"gateway, three hubs", gatewayArgs(f, gatewayPorts{9008, 9009, 9010, 9011}, hubSet{{api: 9005}, {api: 9015}, {api: 9025}}, s), map[string]string{
@@ -150,7 +207,7 @@ func TestArgs(t *testing.T) {
 		t.Errorf("--model-config-json %q: %v", mc, err)
 	}
 	f.QueueAdmission = false
-	if v, _ := flagValue(pylonArgs(f, c, hubSet{{}}, 2, 3, 4, s), "pylon-queue-mismatch-retry-enabled"); v != "false" {
+	if v, _ := flagValue(pylonArgs(f, py, hubSet{{}}, []int{2}, 3, 4, s), "pylon-queue-mismatch-retry-enabled"); v != "false" {
 		t.Errorf("queue admission off: flag %q", v)
 	}
 }

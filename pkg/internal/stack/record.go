@@ -40,7 +40,7 @@ var engineCounters = map[string]bool{
 // engines' counters: WriteEngineCounters records them before and after.
 func (s *Stack) ResetCaches(ctx context.Context) error {
 	var errs []error
-	for _, id := range s.fleet.ClusterIDs() {
+	for _, id := range s.fleet.EngineIDs() {
 		if _, err := s.call(ctx, http.MethodPost, s.ep.Engines[id]+"/test-control/kv-cache/reset"); err != nil {
 			errs = append(errs, fmt.Errorf("resetting engine %s: %w", id, err))
 		}
@@ -50,7 +50,8 @@ func (s *Stack) ResetCaches(ctx context.Context) error {
 
 // WriteEngineCounters writes to path, for every engine in fleet order, its
 // prefix-cache and KV-block series, one line each as its /metrics shows
-// it, prefixed by the cluster id:
+// it, prefixed by the engine id (the cluster id when a cluster has one
+// engine):
 //
 //	near-a vllm:prefix_cache_hits_total{model_name="dummy-model"} 1234
 //
@@ -59,7 +60,7 @@ func (s *Stack) ResetCaches(ctx context.Context) error {
 func (s *Stack) WriteEngineCounters(ctx context.Context, path string) error {
 	var out bytes.Buffer
 	var errs []error
-	for _, id := range s.fleet.ClusterIDs() {
+	for _, id := range s.fleet.EngineIDs() {
 		if err := s.copySeries(ctx, &out, id, s.ep.Engines[id]+"/metrics", func(name string) bool { return engineCounters[name] }); err != nil {
 			errs = append(errs, fmt.Errorf("engine %s: %w", id, err))
 		}
@@ -71,19 +72,19 @@ func (s *Stack) WriteEngineCounters(ctx context.Context, path string) error {
 }
 
 // WriteVersions writes to path the <binary>_build_info series of the hub,
-// the gateway, the first cluster's pylon and its engine (every pylon and
+// the gateway, the first pylon and its first engine (every pylon and
 // engine runs the same binary), prefixed by which process it came from:
 //
 //	hub hub_build_info{version="v1.2.3"} 1
 //
 // A process that cannot be read is left out and named in the error.
 func (s *Stack) WriteVersions(ctx context.Context, path string) error {
-	first := s.fleet.ClusterIDs()[0]
+	first := s.fleet.Pylons()[0]
 	sources := []struct{ name, url string }{
 		{"hub", s.ep.HubMetrics},
 		{"gateway", s.ep.GatewayMetrics},
-		{"pylon-" + first, s.ep.PylonMetrics[first]},
-		{"engine-" + first, s.ep.Engines[first] + "/metrics"},
+		{"pylon-" + first.Name, s.ep.PylonMetrics[first.Name]},
+		{"engine-" + first.Engines[0], s.ep.Engines[first.Engines[0]] + "/metrics"},
 	}
 	var out bytes.Buffer
 	var errs []error

@@ -70,7 +70,7 @@ func fakeEngines(t *testing.T, f Fleet, down string) (*Stack, func() []string) {
 }
 
 func TestResetCachesPostsToEveryEngine(t *testing.T) {
-	s, calls := fakeEngines(t, BenchFleet(), "far-a")
+	s, calls := fakeEngines(t, LegacyBenchFleet(), "far-a")
 	err := s.ResetCaches(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "resetting engine far-a") || strings.Contains(err.Error(), "near-a") {
 		t.Errorf("err = %v, want far-a alone named", err)
@@ -83,7 +83,7 @@ func TestResetCachesPostsToEveryEngine(t *testing.T) {
 }
 
 func TestWriteEngineCountersKeepsTheEnginesItCouldRead(t *testing.T) {
-	s, _ := fakeEngines(t, BenchFleet(), "near-b")
+	s, _ := fakeEngines(t, LegacyBenchFleet(), "near-b")
 	path := filepath.Join(t.TempDir(), "engines.txt")
 	err := s.WriteEngineCounters(t.Context(), path)
 	if err == nil || !strings.Contains(err.Error(), "engine near-b") || !strings.Contains(err.Error(), "HTTP 500") {

@@ -87,9 +87,11 @@ type Endpoints struct {
 	Hubs, HubsMetrics, HubsState []string
 	// HubNames are the hubs' child names, for Kill, Terminate and Restart.
 	HubNames []string
-	// PylonMetrics are the pylons' /metrics URLs by cluster id.
+	// PylonMetrics are the pylons' /metrics URLs by pylon name (Fleet.Pylons:
+	// the cluster id when a cluster has one pylon).
 	PylonMetrics map[string]string
-	// Engines are the mock engines' base URLs by cluster id.
+	// Engines are the mock engines' base URLs by engine id (Fleet.EngineIDs:
+	// the cluster id when a cluster has one engine).
 	Engines map[string]string
 	// APIKey is the one key the gateway accepts; APIKeysFile holds it.
 	APIKey, APIKeysFile string
@@ -169,12 +171,11 @@ func (s *Stack) start(ctx context.Context, lbPath, principal string) error {
 			ready: func(p []int) string { return "http://" + addr(p[0]) + "/readyz" }})
 	}
 	nHubs := len(svcs)
-	var clusters []Cluster
-	for _, r := range f.Regions {
-		for _, c := range r.Clusters {
-			clusters = append(clusters, c)
-			svcs = append(svcs, service{name: "engine-" + c.ID, binary: "mock-engine", ports: 1,
-				args:  s.extra("engine-"+c.ID, "mock-engine", func(p []int) []string { return mockArgs(f, r, c, p[0]) }),
+	pylons := f.Pylons()
+	for _, py := range pylons {
+		for _, id := range py.Engines {
+			svcs = append(svcs, service{name: "engine-" + id, binary: "mock-engine", ports: 1,
+				args:  s.extra("engine-"+id, "mock-engine", func(p []int) []string { return mockArgs(f, py, id, p[0]) }),
 				ready: func(p []int) string { return "http://" + addr(p[0]) + "/health" }})
 		}
 	}
@@ -194,8 +195,14 @@ func (s *Stack) start(ctx context.Context, lbPath, principal string) error {
 		ep.HubsState = append(ep.HubsState, "http://"+addr(h.metrics)+"/debug/state")
 	}
 	ep.Hub, ep.HubMetrics, ep.HubState = ep.Hubs[0], ep.HubsMetrics[0], ep.HubsState[0]
-	for i, c := range clusters {
-		ep.Engines[c.ID] = "http://" + addr(ports[nHubs+i][0])
+	enginePorts := make([][]int, len(pylons))
+	next := nHubs
+	for i, py := range pylons {
+		for _, id := range py.Engines {
+			ep.Engines[id] = "http://" + addr(ports[next][0])
+			enginePorts[i] = append(enginePorts[i], ports[next][0])
+			next++
+		}
 	}
 
 	// The pylons dial the hub and the gateway calls it, so they start
@@ -206,10 +213,11 @@ func (s *Stack) start(ctx context.Context, lbPath, principal string) error {
 		return err
 	}
 	svcs = []service{s.gatewayService("gateway", hubs, sec, olricSecret)}
-	for i, c := range clusters {
-		engine := ports[nHubs+i][0]
-		svcs = append(svcs, service{name: "pylon-" + c.ID, binary: "pylon", ports: 2,
-			args:  s.extra("pylon-"+c.ID, "pylon", func(p []int) []string { return pylonArgs(f, c, hubs, engine, p[0], p[1], sec) }),
+	for i, py := range pylons {
+		svcs = append(svcs, service{name: "pylon-" + py.Name, binary: "pylon", ports: 2,
+			args: s.extra("pylon-"+py.Name, "pylon", func(p []int) []string {
+				return pylonArgs(f, py, hubs, enginePorts[i], p[0], p[1], sec)
+			}),
 			ready: func(p []int) string { return "http://" + addr(p[0]) + "/readyz" }})
 	}
 	ports, err = s.l.startAll(ctx, svcs...)
@@ -217,8 +225,8 @@ func (s *Stack) start(ctx context.Context, lbPath, principal string) error {
 		return err
 	}
 	s.addGateway(&ep, "gateway", ports[0])
-	for i, c := range clusters {
-		ep.PylonMetrics[c.ID] = "http://" + addr(ports[i+1][1]) + "/metrics"
+	for i, py := range pylons {
+		ep.PylonMetrics[py.Name] = "http://" + addr(ports[i+1][1]) + "/metrics"
 	}
 	if err := s.startMoreGateways(ctx, &ep, hubs, sec, olricSecret); err != nil {
 		return err

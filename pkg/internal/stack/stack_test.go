@@ -213,13 +213,13 @@ func counter(t *testing.T, file []byte, cluster, series string) float64 {
 func TestStartRecordsAndStops(t *testing.T) {
 	t.Setenv(childEnv, "fleet")
 	logs := filepath.Join(t.TempDir(), "logs") // Start creates it
-	st, err := Start(t.Context(), Options{BinDir: fakeBin(t), LogDir: logs, Fleet: BenchFleet(), Principal: "bench"})
+	st, err := Start(t.Context(), Options{BinDir: fakeBin(t), LogDir: logs, Fleet: LegacyBenchFleet(), Principal: "bench"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Stop()
 	ep := st.Endpoints()
-	ids := BenchFleet().ClusterIDs()
+	ids := LegacyBenchFleet().ClusterIDs()
 	for _, id := range ids {
 		if ep.Engines[id] == "" || ep.PylonMetrics[id] == "" {
 			t.Errorf("no engine or pylon metrics URL for %s: %+v", id, ep)
@@ -308,11 +308,51 @@ engine-near-a mock_engine_build_info{version="test"} 1
 	assertAllGone(t, logs)
 }
 
+// TestStartLaysOutPylonsAndEngines starts the pressure fleet (fake
+// binaries): one child per pylon and per engine, each pylon given its own
+// engines, every URL in the endpoints under the layout's names.
+func TestStartLaysOutPylonsAndEngines(t *testing.T) {
+	t.Setenv(childEnv, "fleet")
+	f := BenchFleet()
+	st, err := Start(t.Context(), Options{BinDir: fakeBin(t), LogDir: t.TempDir(), Fleet: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Stop()
+	ep := st.Endpoints()
+	if len(ep.Engines) != 16 || len(ep.PylonMetrics) != 8 {
+		t.Fatalf("%d engines, %d pylons; want 16 and 8", len(ep.Engines), len(ep.PylonMetrics))
+	}
+	used := map[string]string{}
+	for _, p := range f.Pylons() {
+		if ep.PylonMetrics[p.Name] == "" {
+			t.Errorf("no metrics URL for pylon %s", p.Name)
+		}
+		if !st.Running("pylon-" + p.Name) {
+			t.Errorf("pylon-%s is not running", p.Name)
+		}
+		args := st.l.latest("pylon-" + p.Name).cmd.Args
+		upstreams, _ := flagValue(args, "upstream-http-base-url")
+		for _, id := range p.Engines {
+			if !st.Running("engine-" + id) {
+				t.Errorf("engine-%s is not running", id)
+			}
+			if !strings.Contains(upstreams, ep.Engines[id]) {
+				t.Errorf("pylon %s upstreams %q lack its engine %s (%s)", p.Name, upstreams, id, ep.Engines[id])
+			}
+			if other, ok := used[ep.Engines[id]]; ok {
+				t.Errorf("engine URL %s used by %s and %s", ep.Engines[id], other, id)
+			}
+			used[ep.Engines[id]] = id
+		}
+	}
+}
+
 func TestStartStopsWhatItStartedWhenAChildFails(t *testing.T) {
 	t.Setenv(childEnv, "fleet,fail=pylon")
 	logs := t.TempDir()
 	secrets := t.TempDir()
-	st, err := Start(t.Context(), Options{BinDir: fakeBin(t), LogDir: logs, SecretDir: secrets, Fleet: BenchFleet()})
+	st, err := Start(t.Context(), Options{BinDir: fakeBin(t), LogDir: logs, SecretDir: secrets, Fleet: LegacyBenchFleet()})
 	if st != nil || err == nil || !strings.Contains(err.Error(), "pylon-near-a: exited before it was ready") ||
 		!strings.Contains(err.Error(), "pylon: refusing to start") {
 		t.Fatalf("Start = %v, %v; want the failing pylon named with its log", st, err)
@@ -329,7 +369,7 @@ func TestStartStopsWhatItStartedWhenCancelled(t *testing.T) {
 	logs := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
-	st, err := Start(ctx, Options{BinDir: fakeBin(t), LogDir: logs, Fleet: BenchFleet()})
+	st, err := Start(ctx, Options{BinDir: fakeBin(t), LogDir: logs, Fleet: LegacyBenchFleet()})
 	if st != nil || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Start = %v, %v; want the context's error", st, err)
 	}
@@ -347,7 +387,7 @@ func TestMissingBinaries(t *testing.T) {
 	if got := MissingBinaries(dir); !slices.Equal(got, []string{"gateway", "pylon", "mock-engine"}) {
 		t.Errorf("missing %v, want gateway (a folder), pylon (not executable), mock-engine", got)
 	}
-	_, err := Start(t.Context(), Options{BinDir: dir, LogDir: t.TempDir(), Fleet: BenchFleet()})
+	_, err := Start(t.Context(), Options{BinDir: dir, LogDir: t.TempDir(), Fleet: LegacyBenchFleet()})
 	if err == nil || !strings.Contains(err.Error(), "make build") || !strings.Contains(err.Error(), "mock-engine") {
 		t.Errorf("Start with missing binaries: %v", err)
 	}

@@ -113,6 +113,9 @@ func proxyConfig(cfg config.Config, clk clock.Clock, log *slog.Logger, client *h
 	pcfg.UpstreamBackend = cfg.UpstreamBackend
 	pcfg.PriorityCeiling = uint32(cfg.PriorityCeiling)
 	pcfg.InferenceServerID = cfg.InferenceServerID
+	pcfg.EngineAffinity = cfg.EngineAffinity == "on"
+	pcfg.EngineAffinityLoadFactor = cfg.EngineAffinityLoadFactor
+	pcfg.MaxEngineConcurrency = cfg.MaxEngineConcurrency
 	pcfg.Client, pcfg.Clock, pcfg.Log = client, clk, log
 	return pcfg
 }

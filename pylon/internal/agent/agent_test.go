@@ -61,6 +61,10 @@ func TestConfigSharesFollowTheEngineCount(t *testing.T) {
 	if p := proxyConfig(two, clk, nil, nil); p.UpstreamBaseURL != "" || !slices.Equal(p.UpstreamBaseURLs, want) {
 		t.Errorf("two engines: proxy %q / %q", p.UpstreamBaseURL, p.UpstreamBaseURLs)
 	}
+	two.EngineAffinity, two.EngineAffinityLoadFactor, two.MaxEngineConcurrency = "off", 2, 32
+	if p := proxyConfig(two, clk, nil, nil); p.EngineAffinity || p.EngineAffinityLoadFactor != 2 || p.MaxEngineConcurrency != 32 {
+		t.Errorf("engine affinity: proxy %v %v %d, want off 2 32", p.EngineAffinity, p.EngineAffinityLoadFactor, p.MaxEngineConcurrency)
+	}
 }
 
 // The registration lists only published models, active with their

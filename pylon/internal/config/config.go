@@ -66,6 +66,11 @@ type Config struct {
 	TLSInsecure                   bool
 	Pprof                         bool
 
+	// EngineAffinity (on or off) and EngineAffinityLoadFactor choose the
+	// engine among several (engineproxy.Config.EngineAffinity).
+	EngineAffinity           string
+	EngineAffinityLoadFactor float64
+
 	// Set by Validate.
 
 	// Models is --model-name split, trimmed and de-duplicated, in order.
@@ -95,6 +100,7 @@ func Default() Config {
 		RetryableCodes: "429,503", RequireUpstreamRetryHeader: true, UpstreamRetryHeader: headers.StargateUpstreamRetryable,
 		PropagateRetryAfter: true, QueueMismatchEnabled: true, QueueMismatchMinDelta: d.QueueMismatchMinDelta,
 		QueueMismatchTolerance: d.QueueMismatchToleranceFactor, UpstreamBackend: "dynamo", PriorityCeiling: 3600,
+		EngineAffinity: "on", EngineAffinityLoadFactor: d.EngineAffinityLoadFactor,
 	}
 }
 
@@ -144,6 +150,8 @@ func (c *Config) Register(fs *cli.FlagSet) {
 	fs.Bool(&c.TLSInsecure, "tls-insecure", "PYLON_TLS_INSECURE", false, "TLS without verifying the hub's certificate (tests and trusted networks only)")
 	fs.Alias("quic-insecure", "tls-insecure")
 	fs.Bool(&c.Pprof, "pprof", "PYLON_PPROF", false, "serve the Go profiler under /debug/pprof/ on --metrics-listen")
+	fs.String(&c.EngineAffinity, "engine-affinity", "PYLON_ENGINE_AFFINITY", d.EngineAffinity, "with several engines, on: a request goes to the engine its x-cache-affinity-key prefers (rendezvous hash) unless that one is down, at its share of --max-engine-concurrency or over the load bound, and a request without a key to the least loaded engine; off: the least loaded engine for every request")
+	fs.Float64(&c.EngineAffinityLoadFactor, "engine-affinity-load-factor", "PYLON_ENGINE_AFFINITY_LOAD_FACTOR", d.EngineAffinityLoadFactor, "with --engine-affinity on, an engine keeps its keys while it carries at most this times the engines' mean requests in flight (plus one); >= 1, or 0 for no bound (only a down or full engine moves a key)")
 	fs.Uint64(&c.PriorityCeiling, "pylon-priority-ceiling", "PYLON_PRIORITY_CEILING", d.PriorityCeiling, "x-dynamo-request-priority = max(0, ceiling - x-priority)")
 }
 
@@ -220,6 +228,12 @@ func (c *Config) Validate() error {
 			continue
 		}
 		c.RetryableStatusCodes = append(c.RetryableStatusCodes, n)
+	}
+	if c.EngineAffinity != "on" && c.EngineAffinity != "off" {
+		bad("--engine-affinity %q: want on or off", c.EngineAffinity)
+	}
+	if err := engineproxy.CheckLoadFactor(c.EngineAffinityLoadFactor); err != nil {
+		bad("--engine-affinity-load-factor %v", err)
 	}
 	if c.PriorityCeiling > math.MaxUint32 {
 		bad("--pylon-priority-ceiling: must fit in 32 bits")

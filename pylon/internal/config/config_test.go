@@ -124,3 +124,37 @@ func TestListenerLimits(t *testing.T) {
 		t.Fatalf("Validate = %v", err)
 	}
 }
+
+// --engine-affinity is on or off and its load factor 0 (no bound) or a
+// finite factor of at least 1; errors name the flag.
+func TestEngineAffinityFlags(t *testing.T) {
+	for _, tc := range []struct {
+		mode   string
+		factor float64
+		want   string // a substring of the error; "": valid
+	}{
+		{"on", 1.5, ""},
+		{"off", 1.5, ""},
+		{"on", 0, ""},
+		{"on", 1, ""},
+		{"yes", 1.5, `--engine-affinity "yes"`},
+		{"on", 0.8, "--engine-affinity-load-factor 0.8"},
+		{"on", -1, "--engine-affinity-load-factor -1"},
+	} {
+		c := validConfig("http://a:1,http://b:2")
+		c.EngineAffinity, c.EngineAffinityLoadFactor = tc.mode, tc.factor
+		err := c.Validate()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s %v: %v", tc.mode, tc.factor, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %v: error %v, want one naming %s", tc.mode, tc.factor, err, tc.want)
+		}
+	}
+	if d := Default(); d.EngineAffinity != "on" || d.EngineAffinityLoadFactor != 1.25 {
+		t.Errorf("defaults %q %v, want on 1.25", d.EngineAffinity, d.EngineAffinityLoadFactor)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stargate-router/stargate/pkg/affinity"
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/headers"
 )
@@ -51,6 +52,19 @@ type Config struct {
 	PriorityCeiling uint32
 	// InferenceServerID labels metrics.
 	InferenceServerID string
+	// EngineAffinity is --engine-affinity: with several engines, a
+	// request with x-cache-affinity-key goes to the engine its key
+	// prefers unless that one is down, full or over the load bound, so a
+	// session's turns meet their KV cache (docs/pylon.md#several-engines-behind-one-pylon).
+	EngineAffinity bool
+	// EngineAffinityLoadFactor is --engine-affinity-load-factor: an
+	// engine keeps its keys while it carries at most this times the mean
+	// outstanding requests (plus one); 0 is no bound.
+	EngineAffinityLoadFactor float64
+	// MaxEngineConcurrency is --max-engine-concurrency, all engines
+	// together (0: unknown); an engine whose share is outstanding counts
+	// as full for the affinity pick.
+	MaxEngineConcurrency uint64
 
 	// FirstOutputTimeout and InterEventTimeout bound an SSE response
 	// (30 s each, as upstream Stargate has them; no flag): an engine that
@@ -68,6 +82,22 @@ type Config struct {
 	Log    *slog.Logger
 }
 
+// DefaultEngineAffinityLoadFactor is --engine-affinity-load-factor's
+// default, pkg/affinity's (2), the hub's default for its backends too
+// (docs/design/routing-state.md#backends-inside-a-cluster has the
+// measurements behind it).
+const DefaultEngineAffinityLoadFactor = affinity.DefaultLoadFactor
+
+// CheckLoadFactor reports whether f is a valid affinity load factor: 0
+// (no bound) or a finite value of at least 1 (below 1 every engine would
+// be over its share).
+func CheckLoadFactor(f float64) error {
+	if f == 0 || (f >= 1 && !math.IsInf(f, 1)) {
+		return nil
+	}
+	return fmt.Errorf("%v: want 0 (no bound) or a finite factor >= 1", f)
+}
+
 // Defaults returns the default of every field: the pylon flags' defaults
 // and the fixed limits, all as upstream Stargate has them, so the hub's
 // retry and admission logic meets the pylon it was designed against.
@@ -82,6 +112,8 @@ func Defaults() Config {
 		QueueMismatchToleranceFactor: 1.25,
 		UpstreamBackend:              "dynamo",
 		PriorityCeiling:              3600,
+		EngineAffinity:               true,
+		EngineAffinityLoadFactor:     DefaultEngineAffinityLoadFactor,
 		FirstOutputTimeout:           30 * time.Second,
 		InterEventTimeout:            30 * time.Second,
 		MaxBodyBytes:                 64 << 20,
@@ -122,6 +154,9 @@ func (c *Config) Validate() error {
 	}
 	if c.QueueMismatchMinDelta < 0 {
 		errs = append(errs, errors.New("--pylon-queue-mismatch-min-delta-ms: must not be negative"))
+	}
+	if err := CheckLoadFactor(c.EngineAffinityLoadFactor); err != nil {
+		errs = append(errs, fmt.Errorf("--engine-affinity-load-factor %w", err))
 	}
 	switch strings.ToLower(c.UpstreamBackend) {
 	case "dynamo", "passthrough":

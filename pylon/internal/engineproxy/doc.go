@@ -13,11 +13,16 @@
 // stream rather than a truncated body that looks complete.
 //
 // Several engines serving the same models may stand behind one Proxy
-// (Config.UpstreamBaseURLs): each request goes to the engine with the
-// fewest requests in flight (ties round robin); an attempt that fails
-// before a response head marks its engine down for a backoff (1 s doubling
-// to 30 s, reset by an answer) and is retried once on another eligible
-// engine; the /health probe answers from the first healthy engine.
+// (Config.UpstreamBaseURLs): with engine affinity on (the default), a
+// request with an x-cache-affinity-key goes to the engine its key prefers
+// by rendezvous hashing (pkg/affinity) while that engine is up, below its
+// share of --max-engine-concurrency and within the load bound, so a
+// session's turns find their KV cache; any other request goes to the
+// engine with the fewest requests in flight (ties round robin). An
+// attempt that fails before a response head marks its engine down for a
+// backoff (1 s doubling to 30 s, reset by an answer) and is retried once
+// on another eligible engine; the /health probe answers from the first
+// healthy engine.
 //
 // It owns no statistics: observations go to a Tracker (the stats collector)
 // declared here, where it is consumed.

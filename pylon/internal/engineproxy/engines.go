@@ -3,12 +3,14 @@ package engineproxy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/stargate-router/stargate/pkg/affinity"
 	"github.com/stargate-router/stargate/pkg/clock"
 )
 
@@ -120,6 +122,7 @@ type engine struct {
 	idx   int
 	base  string // without a trailing slash
 	label string
+	id    uint64 // affinity.HashID(base): every pylon in front of it names it alike
 
 	outstanding int           // requests sent and not yet fully relayed
 	down        bool          // the last attempt failed before a response head
@@ -127,25 +130,54 @@ type engine struct {
 	backoff     time.Duration // the current down period
 }
 
-// pool spreads requests over the engines: least outstanding requests
-// first, ties broken round robin; engines marked down are skipped until
-// their backoff runs out.
+// pool spreads requests over the engines. With engine affinity on, a
+// request with an affinity key goes to the engine its key prefers
+// (pkg/affinity's rendezvous hash) unless that engine is full, down or
+// over its load bound; every other request goes to the engine with the
+// fewest outstanding requests, ties broken round robin. Engines marked
+// down are skipped until their backoff runs out.
 type pool struct {
 	clk clock.Clock
 	m   *Metrics
+	// affinity and factor are --engine-affinity and
+	// --engine-affinity-load-factor as affinity.Pick takes it; limit is
+	// an engine's share of --max-engine-concurrency (0: unknown), the
+	// outstanding requests at which it counts as full.
+	affinity bool
+	factor   float64
+	limit    int
 
 	mu      sync.Mutex
 	engines []*engine
 	next    int // round-robin cursor: where the next scan starts
 }
 
-func newPool(urls []string, clk clock.Clock, m *Metrics) *pool {
-	p := &pool{clk: clk, m: m}
+func newPool(cfg *Config, m *Metrics) *pool {
+	urls := cfg.engineURLs()
+	p := &pool{clk: cfg.Clock, m: m, affinity: cfg.EngineAffinity, factor: affinityFactor(cfg.EngineAffinityLoadFactor)}
+	if total, n := cfg.MaxEngineConcurrency, uint64(len(urls)); total > 0 {
+		// The flag counts the engines together; each is assumed to run
+		// an equal share, rounded up so that no slot goes uncounted.
+		share := total / n
+		if total%n != 0 {
+			share++
+		}
+		p.limit = int(min(share, math.MaxInt32))
+	}
 	for i, l := range EngineLabels(urls) {
-		p.engines = append(p.engines, &engine{idx: i, base: urls[i], label: l})
+		p.engines = append(p.engines, &engine{idx: i, base: urls[i], label: l, id: affinity.HashID(urls[i])})
 		m.engineUp(l, true)
 	}
 	return p
+}
+
+// affinityFactor turns --engine-affinity-load-factor into affinity.Pick's
+// factor: 0 (no bound) becomes negative.
+func affinityFactor(f float64) float64 {
+	if f == 0 {
+		return -1
+	}
+	return f
 }
 
 // eligibleLocked reports whether e may take new requests at now.
@@ -153,15 +185,88 @@ func (e *engine) eligibleLocked(now time.Time) bool {
 	return !e.down || !now.Before(e.downUntil)
 }
 
-// acquire picks the engine for the next attempt and counts it
-// outstanding; release undoes that. exclude (may be nil) is never picked.
-// With onlyEligible, an engine inside its down period is never picked and
-// the result may be nil; otherwise, when no engine is eligible, the least
-// loaded of the others is tried anyway (a single engine is always tried).
-func (p *pool) acquire(exclude *engine, onlyEligible bool) *engine {
+// acquire picks the engine for the next attempt of a request with
+// affinity key key ("" for none) and counts it outstanding; release undoes
+// that. exclude (may be nil) is never picked. With onlyEligible, an engine
+// inside its down period is never picked and the result may be nil;
+// otherwise, when no engine is eligible, the least loaded of the others
+// is tried anyway (a single engine is always tried). With several engines
+// and affinity on, the pick is counted by outcome.
+func (p *pool) acquire(key string, exclude *engine, onlyEligible bool) *engine {
 	now := p.clk.Now()
+	byKey := p.affinity && len(p.engines) > 1 && key != ""
+	var k affinity.Key
+	var first *engine
+	if byKey {
+		// The key's order depends on nothing the lock guards.
+		k = affinity.HashKey(key)
+		first = p.firstChoice(k)
+	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	var best *engine
+	outcome := pickNone
+	switch {
+	case byKey:
+		best, outcome = p.byKeyLocked(k, first, exclude, onlyEligible, now)
+	case p.affinity && len(p.engines) > 1:
+		best, outcome = p.leastOutstandingLocked(exclude, onlyEligible, now), pickNoKey
+	default:
+		best = p.leastOutstandingLocked(exclude, onlyEligible, now)
+	}
+	if best != nil {
+		best.outstanding++
+	}
+	p.mu.Unlock()
+	if best != nil {
+		p.m.enginePick(outcome)
+	}
+	return best
+}
+
+// firstChoice is the engine k prefers over all engines, whatever their
+// state.
+func (p *pool) firstChoice(k affinity.Key) *engine {
+	first, firstScore := p.engines[0], affinity.Score(k, p.engines[0].id)
+	for _, e := range p.engines[1:] {
+		if s := affinity.Score(k, e.id); s > firstScore {
+			first, firstScore = e, s
+		}
+	}
+	return first
+}
+
+// byKeyLocked is the affinity pick among the engines other than exclude
+// (only the eligible ones with onlyEligible): the engine k prefers unless
+// it is down, at its concurrency limit or over the load bound, else the
+// least loaded; nil when no engine is left. The outcome is preferred when
+// the pick is first, k's first choice among all engines.
+func (p *pool) byKeyLocked(k affinity.Key, first, exclude *engine, onlyEligible bool, now time.Time) (*engine, pickOutcome) {
+	var placeBuf [8]affinity.Place
+	var engineBuf [8]*engine
+	places, cands := placeBuf[:0], engineBuf[:0]
+	for _, e := range p.engines {
+		eligible := e.eligibleLocked(now)
+		if e == exclude || (onlyEligible && !eligible) {
+			continue
+		}
+		full := !eligible || (p.limit > 0 && e.outstanding >= p.limit)
+		places = append(places, affinity.Place{ID: e.id, Load: e.outstanding, Full: full})
+		cands = append(cands, e)
+	}
+	if len(places) == 0 {
+		return nil, pickNone
+	}
+	best := cands[affinity.Pick(k, places, p.factor)]
+	if best == first {
+		return best, pickPreferred
+	}
+	return best, pickSpilled
+}
+
+// leastOutstandingLocked is the engine with the fewest outstanding
+// requests, ties broken round robin, as acquire describes; nil when none
+// is left.
+func (p *pool) leastOutstandingLocked(exclude *engine, onlyEligible bool, now time.Time) *engine {
 	n := len(p.engines)
 	var best *engine
 	for pass := 0; pass < 2 && best == nil; pass++ {
@@ -181,7 +286,6 @@ func (p *pool) acquire(exclude *engine, onlyEligible bool) *engine {
 	if best == nil {
 		return nil
 	}
-	best.outstanding++
 	p.next = (best.idx + 1) % n
 	return best
 }

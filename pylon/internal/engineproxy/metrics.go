@@ -25,7 +25,22 @@ type Metrics struct {
 	engineUpG        *prometheus.GaugeVec
 	engineReqs       *prometheus.CounterVec
 	deadlines        *prometheus.CounterVec
+	// enginePicks holds the pylon_engine_affinity_picks_total child of
+	// each pickOutcome (none has no series).
+	enginePicks [pickOutcomes]prometheus.Counter
 }
+
+// pickOutcome is how the engine pool chose an engine, the outcome label
+// of pylon_engine_affinity_picks_total.
+type pickOutcome uint8
+
+const (
+	pickNone      pickOutcome = iota // not counted: one engine, or affinity off
+	pickPreferred                    // the engine the key prefers over all engines
+	pickSpilled                      // another one: the preferred engine was down, full, over its bound or had failed
+	pickNoKey                        // no affinity key: the least outstanding engine
+	pickOutcomes
+)
 
 var (
 	latencyBuckets  = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
@@ -69,9 +84,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests ended by their x-stargate-deadline-ms, by stage: received (the engine not called), engine (before its head) or streaming."},
 			[]string{"model", "routing_key", "stage"}),
 	}
+	picks := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pylon_engine_affinity_picks_total",
+		Help: "Engines chosen for request attempts by --engine-affinity with several engines: the key's first choice (preferred), another one (spilled), or the least outstanding for a request without a key (no_key)."},
+		[]string{"outcome"})
+	for o, name := range map[pickOutcome]string{pickPreferred: "preferred", pickSpilled: "spilled", pickNoKey: "no_key"} {
+		m.enginePicks[o] = picks.WithLabelValues(name)
+	}
 	reg.MustRegister(m.requests, m.toHeaders, m.toFirstOutput, m.duration, m.inputTokens, m.inputTokensHist,
-		m.retryableResp, m.nonretryableResp, m.admissionResults, m.admissionExpMs, m.admissionActMs, m.engineUpG, m.engineReqs, m.deadlines)
+		m.retryableResp, m.nonretryableResp, m.admissionResults, m.admissionExpMs, m.admissionActMs, m.engineUpG, m.engineReqs, m.deadlines,
+		picks)
 	return m
+}
+
+func (m *Metrics) enginePick(o pickOutcome) {
+	if m != nil && m.enginePicks[o] != nil {
+		m.enginePicks[o].Inc()
+	}
 }
 
 func (m *Metrics) finished(info RequestInfo, out outcome, d time.Duration) {

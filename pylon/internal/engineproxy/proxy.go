@@ -139,7 +139,7 @@ type Proxy struct {
 // New returns a proxy; cfg must be valid.
 func New(cfg Config, tracker Tracker, m *Metrics) *Proxy {
 	cfg.UpstreamBaseURL = strings.TrimRight(cfg.UpstreamBaseURL, "/")
-	return &Proxy{cfg: cfg, tracker: tracker, metrics: m, pool: newPool(cfg.engineURLs(), cfg.Clock, m),
+	return &Proxy{cfg: cfg, tracker: tracker, metrics: m, pool: newPool(&cfg, m),
 		notForwarded: headers.NewSet(append([]string{"Host", headers.TunnelMethod, headers.TunnelPath, headers.StargateExpectedQueueMs, headers.StargateDeadlineMs,
 			headers.StargateUpstreamRetryable, headers.StargateRetryable, headers.StargateRetryReason, headers.StargateRetryAfterMs,
 			cfg.UpstreamRetryHeader, headers.DynamoRequestPriority, headers.DynamoRequestStrictPriority}, headers.HopByHop...)...),
@@ -487,20 +487,22 @@ func (px *Proxy) forward(w http.ResponseWriter, r *http.Request, info RequestInf
 	return px.respond(ctx, cancel, w, r, resp, info, obs, start)
 }
 
-// dispatch sends the request to the least loaded engine. With several
-// engines, an attempt that fails before a response head marks its engine
-// down and is retried once on another eligible engine (the body is
+// dispatch sends the request to the engine the pool picks for its
+// x-cache-affinity-key (pool.acquire). With several engines, an attempt
+// that fails before a response head marks its engine down and is retried
+// once on another eligible engine, never the failed one (the body is
 // buffered, so it replays); nothing is retried once a head has arrived.
 // The returned engine is counted outstanding until the caller releases it.
 func (px *Proxy) dispatch(ctx context.Context, r *http.Request, info RequestInfo, body []byte, obs Observation) (*http.Response, *engine, bool, error) {
-	e := px.pool.acquire(nil, false)
+	key, _ := headers.GetText(r.Header, headers.CacheAffinityKey)
+	e := px.pool.acquire(key, nil, false)
 	resp, gotConn, err := px.send(ctx, r, info, body, obs, e)
 	var be buildError
 	if err == nil || errors.As(err, &be) || r.Context().Err() != nil {
 		return resp, e, gotConn, err
 	}
 	px.pool.failed(e)
-	alt := px.pool.acquire(e, true)
+	alt := px.pool.acquire(key, e, true)
 	if alt == nil {
 		return resp, e, gotConn, err
 	}

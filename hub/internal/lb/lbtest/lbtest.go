@@ -4,10 +4,16 @@
 // package measures against the same numbers and our results compare with
 // upstream's. The names and seeds must not change: the affinity hashes, and
 // with them rank depths and cluster spreads, depend on them.
+//
+// It also holds small behaviour fleets (Idle, Regions) and the helpers that
+// change one cluster of them (With, Saturate), so the session and region
+// tests of several algorithms describe their fleets alike.
 package lbtest
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/stargate-router/stargate/hub/internal/routing"
@@ -88,4 +94,84 @@ func Requests(keys int, excluded []string) []routing.Request {
 		reqs[i] = Request(i, fmt.Sprintf("cache-prefix-%06d", i%keys), excluded)
 	}
 	return reqs
+}
+
+// FleetTarget is the routing target of the behaviour fleets.
+var FleetTarget = routing.Target{RoutingKey: "rk", Model: "m"}
+
+// Slots is every behaviour-fleet cluster's max_engine_concurrency.
+const Slots = 4
+
+// Cluster is an idle behaviour-fleet cluster: input throughput 1000
+// tokens/s (as both last_mean_input_tps and max_input_tps, so every
+// cluster weighs the same in pulsar), Slots engine slots with none
+// running, a 100000-token KV cache that is all free, and the given RTT.
+func Cluster(id string, rtt time.Duration) routing.ClusterView {
+	return routing.ClusterView{
+		ClusterID:      id,
+		RTT:            rtt,
+		ActiveBackends: 1,
+		Stats: protocol.ModelStats{
+			LastMeanInputTPS:      1000,
+			MaxInputTPS:           1000,
+			MaxEngineConcurrency:  Slots,
+			KVCacheCapacityTokens: 100000,
+			KVCacheFreeTokens:     100000,
+		},
+	}
+}
+
+// Fleet is a published-looking snapshot of cs for FleetTarget: sorted by
+// cluster id, as the state store sorts them, with Version 1.
+func Fleet(cs ...routing.ClusterView) *routing.Snapshot {
+	s := &routing.Snapshot{Target: FleetTarget, Version: 1, Generation: 1, Clusters: slices.Clone(cs)}
+	slices.SortFunc(s.Clusters, func(a, b routing.ClusterView) int { return strings.Compare(a.ClusterID, b.ClusterID) })
+	return s
+}
+
+// Idle is n idle clusters c0…c(n-1), all 2 ms away.
+func Idle(n int) *routing.Snapshot {
+	cs := make([]routing.ClusterView, n)
+	for i := range cs {
+		cs[i] = Cluster(fmt.Sprintf("c%d", i), 2*time.Millisecond)
+	}
+	return Fleet(cs...)
+}
+
+// Regions is two regions of idle clusters: near-0…near-(near-1) at
+// nearRTT and far-0…far-(far-1) at farRTT.
+func Regions(near, far int, nearRTT, farRTT time.Duration) *routing.Snapshot {
+	var cs []routing.ClusterView
+	for i := range near {
+		cs = append(cs, Cluster(fmt.Sprintf("near-%d", i), nearRTT))
+	}
+	for i := range far {
+		cs = append(cs, Cluster(fmt.Sprintf("far-%d", i), farRTT))
+	}
+	return Fleet(cs...)
+}
+
+// With returns a copy of snap with the next Version in which mut has
+// changed every cluster named in ids; snap itself is not touched, as a
+// published snapshot never is. It panics on an id snap does not hold, so
+// a typo cannot make a test pass.
+func With(snap *routing.Snapshot, mut func(*routing.ClusterView), ids ...string) *routing.Snapshot {
+	s := *snap
+	s.Clusters = slices.Clone(snap.Clusters)
+	s.Version++
+	for _, id := range ids {
+		i := s.Index(id)
+		if i < 0 {
+			panic("lbtest: no cluster " + id)
+		}
+		mut(&s.Clusters[i])
+	}
+	return &s
+}
+
+// Saturate returns With(snap, …) in which the named clusters run far more
+// requests than their slots plus any queue allowance a test configures, so
+// they have no room by any algorithm's capacity rule.
+func Saturate(snap *routing.Snapshot, ids ...string) *routing.Snapshot {
+	return With(snap, func(c *routing.ClusterView) { c.Stats.NumRunningQueries = c.Stats.MaxEngineConcurrency + 1000 }, ids...)
 }

@@ -1,9 +1,12 @@
 package pulsar
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/stargate-router/stargate/hub/internal/routing"
 )
 
 // benchPick runs the lb-microbench choose-only loop: the 1024-request stream
@@ -93,5 +96,68 @@ func BenchmarkPulsarScan(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p.scan(&req, snap)
+	}
+}
+
+// tieredGap cuts the fixture's RTTs (500 µs + 75 µs steps) into one tier
+// per distinct RTT, the most sorting tiers ever cost.
+const tieredGap = 50 * time.Microsecond
+
+// BenchmarkPulsarTieredRankMiss is BenchmarkPulsarRankMiss with RTT tiers:
+// the tiers of a snapshot are computed with every full ranking.
+func BenchmarkPulsarTieredRankMiss(b *testing.B) {
+	r := NewTieredRanker(microbenchSeed, WeightMaxInputTPS, tieredGap)
+	snap := microbenchSnapshot(microbenchClusters)
+	b.ReportAllocs()
+	for b.Loop() {
+		r.compute("cache-prefix-000001", snap)
+	}
+}
+
+// BenchmarkPulsarTieredScan is BenchmarkPulsarScan with RTT tiers.
+func BenchmarkPulsarTieredScan(b *testing.B) {
+	p, err := New(Config{Seed: microbenchSeed, RTTTier: tieredGap})
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap := microbenchSnapshot(microbenchClusters)
+	req := microbenchRequests(1, []string{"cluster-0000"})[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		p.scan(&req, snap)
+	}
+}
+
+// BenchmarkPulsarTieredNewVersion is a cache hit on a snapshot version the
+// ranker has not checked yet, where the new snapshot is compared with the
+// cached signature; two snapshots alternate so every decision takes that
+// path. They are equal, or (jitter) differ by 1 µs in every RTT, which
+// moves no tier but makes the ranker work the tiers out.
+func BenchmarkPulsarTieredNewVersion(b *testing.B) {
+	for _, tc := range []struct {
+		gap    time.Duration
+		jitter bool
+	}{{0, false}, {tieredGap, false}, {0, true}, {tieredGap, true}} {
+		b.Run(fmt.Sprintf("gap=%v/jitter=%v", tc.gap, tc.jitter), func(b *testing.B) {
+			p, err := New(Config{Seed: microbenchSeed, RTTTier: tc.gap})
+			if err != nil {
+				b.Fatal(err)
+			}
+			snaps := []*routing.Snapshot{microbenchSnapshot(microbenchClusters), microbenchSnapshot(microbenchClusters)}
+			snaps[1].Version = 2
+			if tc.jitter {
+				for i := range snaps[1].Clusters {
+					snaps[1].Clusters[i].RTT += time.Microsecond
+				}
+			}
+			req := microbenchRequests(1, nil)[0]
+			p.Pick(&req, snaps[0], time.Time{}, nil)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				p.Pick(&req, snaps[i%2], time.Time{}, nil)
+				i++
+			}
+		})
 	}
 }

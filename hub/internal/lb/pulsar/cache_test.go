@@ -102,6 +102,18 @@ func TestCacheMatchesFreshAcrossSnapshotChanges(t *testing.T) {
 			s.Clusters[10].ClusterID = "cluster-0010x"
 			return s
 		}},
+		{"RTTs jitter inside their tiers", func(p *routing.Snapshot) *routing.Snapshot {
+			s := clone(p, 20)
+			for i := range s.Clusters {
+				s.Clusters[i].RTT += time.Duration(i%3) * 10 * time.Microsecond
+			}
+			return s
+		}},
+		{"an RTT crosses into another tier", func(p *routing.Snapshot) *routing.Snapshot {
+			s := clone(p, 21)
+			s.Clusters[4].RTT = 5 * time.Millisecond
+			return s
+		}},
 		{"another target", func(p *routing.Snapshot) *routing.Snapshot {
 			s := clone(p, 19)
 			s.Target.Model = "other-model"
@@ -120,6 +132,9 @@ func TestCacheMatchesFreshAcrossSnapshotChanges(t *testing.T) {
 	}
 	p := mustNew(t, Config{Seed: "cache"})
 	q := mustNew(t, Config{Seed: "cache", ConsiderKVFreeTokens: true})
+	// The fixture's RTTs are 500 µs + 75 µs steps: a 50 µs gap makes
+	// many tiers, so RTT changes reorder rankings.
+	tiered := mustNew(t, Config{Seed: "cache", ConsiderKVFreeTokens: true, RTTTier: 50 * time.Microsecond})
 	var snap *routing.Snapshot
 	for _, st := range steps {
 		snap = st.next(snap)
@@ -130,6 +145,7 @@ func TestCacheMatchesFreshAcrossSnapshotChanges(t *testing.T) {
 			}
 			checkAgainstFresh(t, p, req, snap)
 			checkAgainstFresh(t, q, req, snap)
+			checkAgainstFresh(t, tiered, req, snap)
 		}
 		if p.ranker.rankings.len() != 100 {
 			t.Fatalf("%s: %d cached keys, want 100", st.name, p.ranker.rankings.len())
@@ -252,7 +268,8 @@ func TestScanMatchesWalk(t *testing.T) {
 		n := 1 + rng.IntN(12)
 		snap := &routing.Snapshot{Target: goldenTarget}
 		for i := range n {
-			c := routing.ClusterView{ClusterID: fmt.Sprintf("c%02d", i)}
+			// Few RTT values 5 ms apart: tiers, ties and equal RTTs are common.
+			c := routing.ClusterView{ClusterID: fmt.Sprintf("c%02d", i), RTT: time.Duration(rng.IntN(4)) * 5 * time.Millisecond}
 			if rng.IntN(5) > 0 {
 				c.Stats.MaxInputTPS = float64(1 + rng.IntN(4)) // few values: ties in weight are common
 			}
@@ -268,7 +285,7 @@ func TestScanMatchesWalk(t *testing.T) {
 				req.Excluded = append(req.Excluded, snap.Clusters[i].ClusterID)
 			}
 		}
-		p := mustNew(t, Config{Seed: "scan", ConsiderKVFreeTokens: iter%2 == 0})
+		p := mustNew(t, Config{Seed: "scan", ConsiderKVFreeTokens: iter%2 == 0, RTTTier: time.Duration(iter%3) * 3 * time.Millisecond})
 		got, gotOK := p.scan(req, snap)
 		want, wantOK := fresh(p, req, snap)
 		if got != want || gotOK != wantOK {
@@ -283,8 +300,9 @@ func TestScanMatchesWalk(t *testing.T) {
 func TestConcurrentDecisions(t *testing.T) {
 	base := microbenchSnapshot(16)
 	snaps := []*routing.Snapshot{clone(base, 100), clone(base, 101), clone(base, 102)}
-	snaps[1].Clusters[4].Stats.MaxInputTPS = 99999 // a different signature
-	p := mustNew(t, Config{Seed: "race", ConsiderKVFreeTokens: true})
+	snaps[1].Clusters[4].Stats.MaxInputTPS = 99999  // a different signature
+	snaps[2].Clusters[6].RTT = 9 * time.Millisecond // another RTT tier
+	p := mustNew(t, Config{Seed: "race", ConsiderKVFreeTokens: true, RTTTier: time.Millisecond})
 	const workers, perWorker, keys = 8, 1500, CacheLimit + 1500
 	var wg sync.WaitGroup
 	errs := make(chan string, workers)
@@ -331,6 +349,10 @@ func TestPickDoesNotAllocate(t *testing.T) {
 			routing.Request{AffinityKey: "cache-prefix-000001", InputTokens: 512, Excluded: []string{"cluster-0002"}}, false},
 		{"hit after a version change", Config{Seed: microbenchSeed}, routing.Request{AffinityKey: "k"}, true},
 		{"scan of an uncacheable key", Config{Seed: microbenchSeed, ConsiderKVFreeTokens: true},
+			routing.Request{AffinityKey: long, InputTokens: 512, Excluded: []string{"cluster-0000"}}, false},
+		{"tiered, hit after a version change", Config{Seed: microbenchSeed, RTTTier: 50 * time.Microsecond},
+			routing.Request{AffinityKey: "k"}, true},
+		{"tiered scan of an uncacheable key", Config{Seed: microbenchSeed, ConsiderKVFreeTokens: true, RTTTier: 50 * time.Microsecond},
 			routing.Request{AffinityKey: long, InputTokens: 512, Excluded: []string{"cluster-0000"}}, false},
 	} {
 		p := mustNew(t, tc.cfg)

@@ -3,6 +3,7 @@ package pulsar
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/stargate-router/stargate/hub/internal/lb"
 )
@@ -77,8 +78,8 @@ func (w *Weight) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Config is pulsar's configuration. The zero value is the default: no seed,
-// no KV check, max-input-tps weights.
+// Config is pulsar's configuration. The zero value is upstream Stargate's
+// pulsar: no seed, no KV check, max-input-tps weights, no RTT tiers.
 type Config struct {
 	// Seed is mixed into every hash, so two deployments (or two algorithm
 	// definitions) with different seeds spread the same keys differently.
@@ -90,9 +91,16 @@ type Config struct {
 	ConsiderKVFreeTokens bool `json:"consider_kv_free_tokens"`
 	// RendezvousWeight is the statistic scores are proportional to.
 	RendezvousWeight Weight `json:"rendezvous_weight"`
+	// RTTTier is rtt_tier_ms as a duration: clusters sorted by RTT form
+	// tiers that break wherever two neighbours are more than RTTTier apart,
+	// and a key's ranking takes the nearer tier first
+	// (docs/design/algorithms.md#rtt-tiers). 0 ignores RTT, as upstream
+	// Stargate does; lb-config.json's default is set by hub/internal/lbconfig.
+	RTTTier time.Duration `json:"-"`
 }
 
-// DefaultConfig is the zero Config: no seed, no KV check, max-input-tps.
+// DefaultConfig is the zero Config: no seed, no KV check, max-input-tps,
+// no RTT tiers.
 func DefaultConfig() Config { return Config{} }
 
 // Validate reports an invalid field as an *lb.FieldError.
@@ -100,6 +108,9 @@ func (c Config) Validate() error {
 	if !c.RendezvousWeight.Valid() {
 		return &lb.FieldError{Algorithm: Name, Field: "rendezvous_weight",
 			Problem: fmt.Sprintf("must be max-input-tps or last-mean-input-tps, got %v", c.RendezvousWeight)}
+	}
+	if c.RTTTier < 0 {
+		return &lb.FieldError{Algorithm: Name, Field: "rtt_tier_ms", Problem: "must not be negative"}
 	}
 	return nil
 }

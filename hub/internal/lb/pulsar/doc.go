@@ -7,9 +7,11 @@
 // The package owns three things:
 //   - the ranking: the exact hash input bytes, the XXH3-64 hash, the weight
 //     (max_input_tps by default, last_mean_input_tps in legacy mode) and the
-//     order (Ranker). The bytes and the float arithmetic are a cross-replica
-//     and cross-implementation contract: a one-byte difference moves every
-//     key to another cluster.
+//     order (Ranker), optionally by RTT tier first (rtt_tier_ms,
+//     docs/design/algorithms.md#rtt-tiers). The bytes and the float
+//     arithmetic are a cross-replica and cross-implementation contract: a
+//     one-byte difference moves every key to another cluster. Tiers reorder
+//     clusters by the hub's measured RTT and never touch the bytes.
 //   - the per-key ranking cache inside a Ranker, an optimisation that must
 //     never change a result.
 //   - the choice (Picker): the first cluster in ranking order that is not

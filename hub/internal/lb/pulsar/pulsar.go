@@ -25,7 +25,7 @@ func New(cfg Config) (*Picker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Picker{cfg: cfg, ranker: NewRanker(cfg.Seed, cfg.RendezvousWeight)}, nil
+	return &Picker{cfg: cfg, ranker: NewTieredRanker(cfg.Seed, cfg.RendezvousWeight, cfg.RTTTier)}, nil
 }
 
 // Config returns the picker's configuration.
@@ -79,13 +79,25 @@ func (p *Picker) walk(req *routing.Request, snap *routing.Snapshot, ranking []Ra
 
 // scan is the answer for keys the cache does not hold a ranking for (too
 // long, or on probation): the same decision as walk over the full ranking,
-// found in O(n) without sorting or allocating. The winner is the best-scoring
-// feasible cluster; only when it is not the best overall does a second pass
-// count the clusters that outrank it, for the rank depth and the KV flag.
+// found in O(n) without sorting the ranking or allocating. The winner is
+// the best-ranked feasible cluster; only when it is not the best overall
+// does a second pass count the clusters that outrank it, for the rank depth
+// and the KV flag. With RTT tiers the order is (tier, score, id), so the
+// tiers are computed first.
 func (p *Picker) scan(req *routing.Request, snap *routing.Snapshot) (routing.Decision, bool) {
 	var stack [stackBufSize]byte
 	h := newHasher(stack[:], p.ranker.seed, snap.Target, req.AffinityKey)
+	var tbuf [maxStackTiers]int32
+	tiers := p.ranker.tiers(&tbuf, snap)
 	cl := snap.Clusters
+	// outranks reports whether cluster i with score s comes before cluster
+	// j with score sj.
+	outranks := func(i int, s float64, j int, sj float64) bool {
+		if tiers != nil {
+			return compareTiered(tiers[i], s, cl[i].ClusterID, tiers[j], sj, cl[j].ClusterID) < 0
+		}
+		return compareRanked(s, cl[i].ClusterID, sj, cl[j].ClusterID) < 0
+	}
 	best, feasible := -1, -1
 	var bestScore, feasibleScore float64
 	for i := range cl {
@@ -93,13 +105,13 @@ func (p *Picker) scan(req *routing.Request, snap *routing.Snapshot) (routing.Dec
 		if !ok {
 			continue
 		}
-		if best < 0 || compareRanked(s, cl[i].ClusterID, bestScore, cl[best].ClusterID) < 0 {
+		if best < 0 || outranks(i, s, best, bestScore) {
 			best, bestScore = i, s
 		}
 		if !p.Feasible(req, &cl[i]) {
 			continue
 		}
-		if feasible < 0 || compareRanked(s, cl[i].ClusterID, feasibleScore, cl[feasible].ClusterID) < 0 {
+		if feasible < 0 || outranks(i, s, feasible, feasibleScore) {
 			feasible, feasibleScore = i, s
 		}
 	}
@@ -108,10 +120,9 @@ func (p *Picker) scan(req *routing.Request, snap *routing.Snapshot) (routing.Dec
 	}
 	depth, kvSkip := 1, false
 	if feasible != best {
-		id := cl[feasible].ClusterID
 		for i := range cl {
 			s, ok := p.ranker.score(h, &cl[i])
-			if !ok || compareRanked(s, cl[i].ClusterID, feasibleScore, id) >= 0 {
+			if !ok || !outranks(i, s, feasible, feasibleScore) {
 				continue
 			}
 			depth++

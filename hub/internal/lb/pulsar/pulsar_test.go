@@ -104,8 +104,13 @@ func TestConfig(t *testing.T) {
 	if _, err := Weight(9).MarshalText(); err == nil {
 		t.Error("MarshalText of an invalid weight succeeded")
 	}
-	p := mustNew(t, Config{Seed: "s", ConsiderKVFreeTokens: true, RendezvousWeight: WeightLastMeanInputTPS})
-	if p.String() != "pulsar" || p.Config().Seed != "s" || p.Ranker().Seed() != "s" || p.Ranker().Weight() != WeightLastMeanInputTPS {
+	if _, err := New(Config{RTTTier: -time.Millisecond}); !errors.As(err, &fe) || fe.Field != "rtt_tier_ms" ||
+		err.Error() != "pulsar rtt_tier_ms must not be negative" {
+		t.Fatalf("negative RTT tier: %v", err)
+	}
+	p := mustNew(t, Config{Seed: "s", ConsiderKVFreeTokens: true, RendezvousWeight: WeightLastMeanInputTPS, RTTTier: 3 * time.Millisecond})
+	if p.String() != "pulsar" || p.Config().Seed != "s" || p.Ranker().Seed() != "s" || p.Ranker().Weight() != WeightLastMeanInputTPS ||
+		p.Ranker().TierGap() != 3*time.Millisecond {
 		t.Fatalf("accessors: %s %+v", p, p.Config())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/routing"
@@ -38,12 +39,16 @@ type Ranked struct {
 
 // Ranker computes pulsar rankings: for a target's clusters and one affinity
 // key, the clusters with a valid weight, best first (score descending, ties
-// by cluster id ascending). Clusters without a valid weight, and the rare
-// cluster whose hash maps to a non-positive exponent, are not ranked at all.
+// by cluster id ascending). With RTT tiers (rtt_tier_ms) the nearer tier
+// comes first and that order holds inside each tier
+// (docs/design/algorithms.md#rtt-tiers). Clusters without a valid weight,
+// and the rare cluster whose hash maps to a non-positive exponent, are not
+// ranked at all.
 //
 // A Ranker caches rankings per affinity key for as long as the target and the
-// ordered list of (cluster id, weight) stay the same; the cache never changes
-// a result. It relies on the state store's contract that two snapshots of a
+// ordered list of (cluster id, weight, RTT tier) stay the same; the cache
+// never changes a result, and an RTT that moves within its tier keeps it.
+// It relies on the state store's contract that two snapshots of a
 // target with the same non-zero Version are equal: each new Version is
 // compared in full once, and later snapshots with that Version are not. A
 // snapshot with Version 0 (built by hand, as in tests) is compared every time. Create one Ranker per routing target (the caller's LB instances
@@ -52,6 +57,8 @@ type Ranked struct {
 type Ranker struct {
 	seed   string
 	weight Weight
+	// tierGap is rtt_tier_ms; 0 ranks without regard to RTT.
+	tierGap time.Duration
 
 	mu sync.RWMutex
 	// valid, target and sig describe the inputs every cached ranking was
@@ -73,22 +80,43 @@ type Ranker struct {
 // sigEntry is one cluster's contribution to the cache signature.
 type sigEntry struct {
 	id   string
-	bits uint64 // math.Float64bits of the weight, or noWeight
+	bits uint64        // math.Float64bits of the weight, or noWeight
+	tier int32         // the RTT tier; always 0 without tiering
+	rtt  time.Duration // the RTT the tier came from; 0 without tiering
 }
 
 // noWeight stands for "no valid weight" in a signature: the bits of a NaN,
 // which a valid (positive, finite) weight never has.
 const noWeight = ^uint64(0)
 
-// NewRanker returns an empty Ranker for seed and weight. An invalid weight
-// ranks nothing.
+// NewRanker returns an empty Ranker for seed and weight that ignores RTT,
+// upstream Stargate's ranking. An invalid weight ranks nothing.
 func NewRanker(seed string, weight Weight) *Ranker {
+	return NewTieredRanker(seed, weight, 0)
+}
+
+// NewTieredRanker returns an empty Ranker that ranks nearer RTT tiers first,
+// a new tier starting wherever sorted RTTs are more than tierGap apart; a
+// tierGap of 0 (or less) is NewRanker's RTT-blind ranking.
+func NewTieredRanker(seed string, weight Weight, tierGap time.Duration) *Ranker {
 	return &Ranker{
 		seed:      seed,
 		weight:    weight,
+		tierGap:   max(tierGap, 0),
 		rankings:  newFIFO(CacheLimit),
 		probation: newFIFO(ProbationLimit),
 	}
+}
+
+// TierGap is the RTT gap that starts a new tier, 0 when RTT is ignored.
+func (r *Ranker) TierGap() time.Duration { return r.tierGap }
+
+// tiers returns snap's RTT tiers in buf's storage, nil without tiering.
+func (r *Ranker) tiers(buf *[maxStackTiers]int32, snap *routing.Snapshot) []int32 {
+	if r.tierGap <= 0 {
+		return nil
+	}
+	return rttTiers(tierBuf(buf, snap), snap, r.weight, r.tierGap)
 }
 
 // Seed is the seed mixed into every hash.
@@ -198,10 +226,24 @@ func (r *Ranker) matches(snap *routing.Snapshot) bool {
 	if len(r.sig) != len(snap.Clusters) {
 		return false
 	}
+	rttMoved := false
 	for i := range snap.Clusters {
 		c := &snap.Clusters[i]
 		if r.sig[i].id != c.ClusterID || r.sig[i].bits != weightBits(c, r.weight) {
 			return false
+		}
+		rttMoved = rttMoved || (r.tierGap > 0 && r.sig[i].rtt != c.RTT)
+	}
+	if rttMoved {
+		// Most new snapshots carry new statistics and the same RTTs (a
+		// probe moves them once a second); only a moved RTT can move a
+		// tier, and only then are the tiers worth sorting out.
+		var buf [maxStackTiers]int32
+		tiers := r.tiers(&buf, snap)
+		for i := range snap.Clusters {
+			if r.sig[i].tier != tiers[i] {
+				return false
+			}
 		}
 	}
 	// Version 0 means a snapshot built outside the state store (tests):
@@ -221,9 +263,15 @@ func (r *Ranker) refresh(snap *routing.Snapshot) {
 	r.valid = true
 	r.target = snap.Target
 	r.sig = r.sig[:0]
+	var buf [maxStackTiers]int32
+	tiers := r.tiers(&buf, snap)
 	for i := range snap.Clusters {
 		c := &snap.Clusters[i]
-		r.sig = append(r.sig, sigEntry{id: c.ClusterID, bits: weightBits(c, r.weight)})
+		e := sigEntry{id: c.ClusterID, bits: weightBits(c, r.weight)}
+		if tiers != nil {
+			e.tier, e.rtt = tiers[i], c.RTT
+		}
+		r.sig = append(r.sig, e)
 	}
 	r.checked.Store(snap.Version)
 	r.rankings.reset()
@@ -241,6 +289,13 @@ func (r *Ranker) compute(key string, snap *routing.Snapshot) []Ranked {
 		}
 	}
 	cl := snap.Clusters
+	var buf [maxStackTiers]int32
+	if tiers := r.tiers(&buf, snap); tiers != nil {
+		slices.SortFunc(out, func(a, b Ranked) int {
+			return compareTiered(tiers[a.Index], a.Score, cl[a.Index].ClusterID, tiers[b.Index], b.Score, cl[b.Index].ClusterID)
+		})
+		return out
+	}
 	slices.SortFunc(out, func(a, b Ranked) int {
 		return compareRanked(a.Score, cl[a.Index].ClusterID, b.Score, cl[b.Index].ClusterID)
 	})

@@ -2,7 +2,8 @@
 // (docs/design/algorithms.md#pulsar-wait-and-widen): the pulsar
 // weighted-rendezvous ranking orders the clusters for an affinity key; the
 // first k form the affinity group, tried first with the prefill discount and
-// waited for; after the affinity wait the open set widens over the ranking
-// one band (2, 4, 8, … clusters) per band interval. Selection inside a set is
-// wait-and-widen's Selector.
+// waited for (a returning session's last cluster ahead of the rest, with
+// returning_prefers_last_cluster); after the affinity wait the open set
+// widens over the ranking one band (2, 4, 8, … clusters) per band interval.
+// Selection inside a set is wait-and-widen's Selector.
 package pwnw

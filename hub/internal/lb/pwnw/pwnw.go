@@ -23,6 +23,9 @@ type Config struct {
 	ConsiderKVFreeTokens bool
 	// RendezvousWeight is the ranking weight.
 	RendezvousWeight pulsar.Weight
+	// RTTTier is rtt_tier_ms: the ranking takes nearer RTT tiers first, as
+	// pulsar's does (docs/design/algorithms.md#rtt-tiers); 0 ignores RTT.
+	RTTTier time.Duration
 	// BandWidenInterval is band_widen_interval_ms; BandWidenSet is false
 	// when the field is unset, and the interval then follows the request's
 	// effective affinity wait.
@@ -60,7 +63,10 @@ func New(cfg Config) (*Picker, error) {
 	if cfg.BandWidenInterval < 0 {
 		return nil, &lb.FieldError{Algorithm: Name, Field: "band_widen_interval_ms", Problem: "must not be negative"}
 	}
-	p := &Picker{cfg: cfg, ranker: pulsar.NewRanker(cfg.Seed, cfg.RendezvousWeight)}
+	if cfg.RTTTier < 0 {
+		return nil, &lb.FieldError{Algorithm: Name, Field: "rtt_tier_ms", Problem: "must not be negative"}
+	}
+	p := &Picker{cfg: cfg, ranker: pulsar.NewTieredRanker(cfg.Seed, cfg.RendezvousWeight, cfg.RTTTier)}
 	p.affinity = wnw.NewSelector(&p.cfg.Config, cfg.MaxQueued)
 	p.fallback = wnw.NewSelector(&p.cfg.Config, cfg.FallbackMaxQueued)
 	return p, nil
@@ -78,9 +84,10 @@ const maxStack = 64
 
 // Pick implements lb.Picker (docs/design/algorithms.md#pulsar-wait-and-widen):
 // the affinity group (the first k of the ranking, the last cluster promoted
-// for a returning session) is tried first on every call; after the affinity
-// wait the open set widens over the ranking by one band (2, 4, 8, …) per
-// band interval. There is no eligible-primary shortcut: rank 1 goes through
+// for a returning session, and tried alone first with
+// returning_prefers_last_cluster) is tried first on every call; after the
+// affinity wait the open set widens over the ranking by one band (2, 4, 8,
+// …) per band interval. There is no eligible-primary shortcut: rank 1 goes through
 // capacity, wait and discount like every other member.
 func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Time, rng *rand.Rand) (routing.Decision, bool) {
 	if snap == nil || len(snap.Clusters) == 0 {
@@ -113,6 +120,9 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Tim
 	if p.cfg.ConsiderKVFreeTokens {
 		fbuf = make([]int, 0, maxStack)
 	}
+	if p.preferLast(req, snap, plan, elapsed) {
+		return plan.Class.Stamp(p.decision(req, snap, order, plan.Last, k)), true
+	}
 	o := p.affinity.Decide(req, snap, p.feasible(fbuf, req, snap, order[:groupEnd]), plan.Scale, elapsed, elapsed, rng)
 	if o.Selected {
 		return plan.Class.Stamp(p.decision(req, snap, order, o.Cluster, k)), true
@@ -143,6 +153,21 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Tim
 		return plan.Class.Stamp(p.decision(req, snap, order, o.Cluster, k)), true
 	}
 	return plan.Class.Stamp(routing.Decision{Wait: minWait(minWait(groupWait, o.Wait), nextBand)}), false
+}
+
+// preferLast reports whether a returning session's last cluster, which
+// leads the plan's order, takes the request ahead of the rest of the group
+// (returning_prefers_last_cluster): it passes the enabled KV check and, on
+// its own, has room under the affinity phase's rules
+// (docs/design/algorithms.md#returning-sessions-stay-put).
+func (p *Picker) preferLast(req *routing.Request, snap *routing.Snapshot, plan wnw.Plan, elapsed time.Duration) bool {
+	if !p.cfg.ReturningPrefersLast || plan.Last < 0 {
+		return false
+	}
+	if p.cfg.ConsiderKVFreeTokens && !pulsar.KVFeasible(req, &snap.Clusters[plan.Last]) {
+		return false
+	}
+	return p.affinity.Admits(req, snap, plan.Last, plan.Scale, elapsed)
 }
 
 // feasible returns the members of ranked that pass the KV check: ranked

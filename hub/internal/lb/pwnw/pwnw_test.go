@@ -63,8 +63,14 @@ func mustNew(t *testing.T, mut func(*Config)) *Picker {
 
 func pick(t *testing.T, p *Picker, req *routing.Request, snap *routing.Snapshot, at time.Duration) (routing.Decision, bool) {
 	t.Helper()
+	return pickSeed(t, p, req, snap, at, 0)
+}
+
+// pickSeed is pick with the random stream numbered seed (pick's is 0).
+func pickSeed(t *testing.T, p *Picker, req *routing.Request, snap *routing.Snapshot, at time.Duration, seed uint64) (routing.Decision, bool) {
+	t.Helper()
 	before := *req
-	d, ok := p.Pick(req, snap, t0.Add(at), rand.New(rand.NewPCG(1, 2)))
+	d, ok := p.Pick(req, snap, t0.Add(at), rand.New(rand.NewPCG(1, 2+seed)))
 	// Pick never writes its request; the routing pass keeps the first
 	// classification (set once), which this helper does in its place.
 	if req.Session != before.Session || req.SessionPromoted != before.SessionPromoted {

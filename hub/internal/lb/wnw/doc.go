@@ -7,8 +7,12 @@
 // waited for up to cache_affinity_wait_ms before the whole set competes.
 //
 // It also owns the two pieces pulsar-wait-and-widen reuses: Selector, the
-// bucket walk over any set of clusters, and ApplySession, the
-// last_cluster_affinity rules that classify a request as new, returning or
-// stale and promote a returning session's last cluster
-// (docs/design/algorithms.md#last-cluster-promotion).
+// bucket walk over any set of clusters (and Admits, whether one cluster
+// alone would take a request), and ApplySession, the last_cluster_affinity
+// rules that classify a request as new, returning or stale and promote a
+// returning session's last cluster
+// (docs/design/algorithms.md#last-cluster-promotion). With
+// returning_prefers_last_cluster both pickers choose that cluster before
+// the group competes whenever Admits says it can take the request
+// (docs/design/algorithms.md#returning-sessions-stay-put).
 package wnw

@@ -271,6 +271,25 @@ func (s *Selector) Decide(req *routing.Request, snap *routing.Snapshot, set []in
 	return Outcome{Cluster: es[best].idx, Selected: true}
 }
 
+// Admits reports whether cluster i, evaluated alone, takes req: it is not
+// excluded, within the queue SLO at sloElapsed, has a finite bucket TTFT
+// (prefill scaled by scale) and has room. That is what Decide over the
+// one-member set {i} selects, without the draw from the random source: a
+// set of one has a single bucket, so nothing is locked, and the only way
+// to refuse is saturation, the same rule that sends a group of one to
+// widening.
+func (s *Selector) Admits(req *routing.Request, snap *routing.Snapshot, i int, scale float64, sloElapsed time.Duration) bool {
+	v := &snap.Clusters[i]
+	if len(req.Excluded) > 0 && req.IsExcluded(v.ClusterID) {
+		return false
+	}
+	e := s.estimate(req, v, i, scale)
+	if maxQ, slo := s.cfg.MaxQueueMs(req, sloElapsed); slo && e.queue > maxQ {
+		return false
+	}
+	return finite(e.bucket) && HasCapacity(v, s.maxQueued)
+}
+
 // appendEntry appends cluster i's estimate unless it is excluded or over
 // the queue SLO.
 func (s *Selector) appendEntry(es []entry, req *routing.Request, snap *routing.Snapshot, i int, scale float64, slo bool, maxQ float64) []entry {

@@ -31,6 +31,11 @@ type Plan struct {
 	// Class is the session classification the decision applies; the
 	// picker reports it in every decision it returns after this point.
 	Class Class
+	// Last is the snapshot index of a returning session's last cluster
+	// when it leads Order, else -1. It holds the session's KV cache, so
+	// with returning_prefers_last_cluster the picker tries it alone before
+	// the group competes (docs/design/algorithms.md#returning-sessions-stay-put).
+	Last int
 }
 
 // Class is a request's session classification as one decision applied it:
@@ -64,7 +69,7 @@ func (c Class) Stamp(d routing.Decision) routing.Decision {
 func ApplySession(enabled bool, req *routing.Request, snap *routing.Snapshot, order []int, missing Missing,
 	wait time.Duration, scale float64) Plan {
 	if !enabled || req.AffinityKey == "" {
-		return Plan{Order: order, Wait: wait, Scale: scale}
+		return Plan{Order: order, Wait: wait, Scale: scale, Last: -1}
 	}
 	last := lastIndex(req.LastClusterID, snap, order)
 	class := Class{State: req.Session, Promoted: req.SessionPromoted}
@@ -72,12 +77,16 @@ func ApplySession(enabled bool, req *routing.Request, snap *routing.Snapshot, or
 		class = classify(req.LastClusterID, last, order, missing)
 	}
 	if class.State != routing.SessionReturning {
-		return Plan{Order: order, Wait: 0, Scale: 1, Class: class}
+		return Plan{Order: order, Wait: 0, Scale: 1, Class: class, Last: -1}
 	}
+	lead := -1
 	if last >= 0 {
 		order = promote(order, last, missing)
+		if len(order) > 0 && order[0] == last {
+			lead = last
+		}
 	}
-	return Plan{Order: order, Wait: wait, Scale: scale, Class: class}
+	return Plan{Order: order, Wait: wait, Scale: scale, Class: class, Last: lead}
 }
 
 // lastIndex is the snapshot index of the hinted last cluster, -1 when there

@@ -63,18 +63,26 @@ type Config struct {
 	// LastClusterAffinity turns on session classification
 	// (docs/design/algorithms.md#last-cluster-promotion).
 	LastClusterAffinity bool
+	// ReturningPrefersLast is returning_prefers_last_cluster: a returning
+	// session's last cluster is chosen before the rest of its affinity
+	// group is compared, whenever it could take the request alone
+	// (docs/design/algorithms.md#returning-sessions-stay-put). Off, the
+	// group is compared as upstream Stargate compares it, and promotion
+	// changes only its membership.
+	ReturningPrefersLast bool
 }
 
 // DefaultConfig is wait-and-widen with every field at its default.
 func DefaultConfig() Config {
 	return Config{
-		UseComparator:    true,
-		Comparator:       lb.ComparatorTTFT,
-		VirtualNodes:     DefaultVirtualNodes,
-		BucketMs:         DefaultBucketMs,
-		UnlockFactor:     DefaultUnlockFactor,
-		N:                DefaultN,
-		InputTokensScale: 1,
+		UseComparator:        true,
+		Comparator:           lb.ComparatorTTFT,
+		VirtualNodes:         DefaultVirtualNodes,
+		BucketMs:             DefaultBucketMs,
+		UnlockFactor:         DefaultUnlockFactor,
+		N:                    DefaultN,
+		InputTokensScale:     1,
+		ReturningPrefersLast: true,
 	}
 }
 
@@ -133,8 +141,9 @@ func (p *Picker) Config() Config { return p.cfg }
 // String returns the canonical algorithm name.
 func (p *Picker) String() string { return Name }
 
-// Pick implements lb.Picker: the group phase, the affinity wait, the fast
-// path and the global phase, in the order of
+// Pick implements lb.Picker: the group phase (a returning session's last
+// cluster first, with returning_prefers_last_cluster), the affinity wait,
+// the fast path and the global phase, in the order of
 // docs/design/algorithms.md#wait-and-widen.
 func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Time, rng *rand.Rand) (routing.Decision, bool) {
 	if snap == nil || len(snap.Clusters) == 0 {
@@ -156,6 +165,11 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Tim
 			affinityWait = plan.Wait
 			groupLen = len(plan.Order)
 			class = plan.Class
+			if p.cfg.ReturningPrefersLast && plan.Last >= 0 && p.sel.Admits(req, snap, plan.Last, plan.Scale, elapsed) {
+				d := lb.NewDecision(snap, plan.Last, 1, req)
+				d.GroupSize = groupSize
+				return class.Stamp(d), true
+			}
 			o := p.sel.Decide(req, snap, plan.Order, plan.Scale, elapsed, elapsed, rng)
 			if o.Selected {
 				d := lb.NewDecision(snap, o.Cluster, 1, req)

@@ -32,6 +32,12 @@ func ClusterBalance() Dashboard {
 				{Title: "Hub requests per backend", Unit: "reqps", Stacked: true,
 					Description: "Requests the hubs answered per second, by the backend (pylon) that served them, as the hubs count them.",
 					Queries:     []Query{q(`sum by (inference_server_id) (rate(stargate_requests_total{inference_server_id!="", model=~"$model"}[$__rate_interval]))`, "{{inference_server_id}}")}},
+				{Title: "Affinity inside clusters: backend and engine picks", Unit: "ops", Stacked: true,
+					Description: "How the hub picks a backend (pylon) inside the chosen cluster and how each pylon picks an engine, by outcome: preferred (the session key's first choice by rendezvous hash), spilled (its first choice was full, above the load bound or failed, so another took it: that session's cache is split), no_key (a request without a session key, placed by load). Counted only where there is a choice (several backends, several engines). A rising spilled share means the clusters' places are unevenly loaded or the load factor is too tight.",
+					Queries: []Query{
+						q(`sum by (outcome) (rate(stargate_backend_affinity_picks_total{model=~"$model"}[$__rate_interval]))`, "hub backend {{outcome}}"),
+						q(`sum by (outcome) (rate(pylon_engine_affinity_picks_total{`+pc+`}[$__rate_interval]))`, "pylon engine {{outcome}}"),
+					}},
 			}},
 			{Title: "Load against capacity", Panels: []Panel{
 				{Title: "Requests in flight per cluster", Unit: "short", Stacked: true,

@@ -6,12 +6,16 @@ import (
 	"slices"
 )
 
-// oracleDecide sends the request to the engine whose true TTFT for it is
-// lowest now: exact cached tokens from the engine's KV cache, exact slots,
-// FIFO, requests in transit and prefill backlog, and no further arrivals
-// (a greedy ideal, not a global optimum). Ties go to the first engine in
+// greedyDecide is the greedy-ttft arm: it replaces the hub and the pylons'
+// engine choice and sends the request to the engine whose TTFT for it is
+// lowest now, from exact cached tokens in the engine's KV cache, exact
+// slots, FIFO, requests in transit and prefill backlog, and no further
+// arrivals. Each choice is the fastest first token for this request; it
+// is not an optimum for the run (a request that takes the fastest engine
+// now can push a later, better-cached one elsewhere), so it is no bound on
+// any other arm's cache hits or latency. Ties go to the first engine in
 // cluster-id order. It never waits.
-func (r *runner) oracleDecide(rs *reqState) {
+func (r *runner) greedyDecide(rs *reqState) {
 	var best *engine
 	bestT, bestWork := math.Inf(1), int64(0)
 	for _, e := range r.engines {
@@ -27,14 +31,15 @@ func (r *runner) oracleDecide(rs *reqState) {
 		return
 	}
 	rs.rankDepth = 1
-	f := r.dispatch(rs, best)
+	r.notePrevious(rs, func(string) bool { return true })
+	f := r.dispatch(rs, best.p, best)
 	f.estWork = bestWork
 }
 
 // peekCached is how many prompt tokens e's cache holds for rs now.
 // kvcache has no read-only probe, so it looks up and releases at once:
 // that pins nothing and inserts nothing, but it refreshes the probed
-// prefix's LRU position (the oracle arm only).
+// prefix's LRU position (the greedy-ttft arm only).
 func peekCached(e *engine, rs *reqState) int {
 	l := e.kv.Lookup(rs.pr.prompt)
 	n := l.CachedTokens()
@@ -45,7 +50,7 @@ func peekCached(e *engine, rs *reqState) int {
 // predictTTFT is the client TTFT (ns) of a request with work ns of solo
 // prefill sent to e now, by running e's slots, FIFO, transit and shared
 // prefill forward with no further arrivals. Requests not yet started count
-// with the work the oracle estimated when it routed them.
+// with the work the arm estimated when it routed them.
 func (r *runner) predictTTFT(e *engine, work int64) float64 {
 	type job struct {
 		rem  float64
@@ -62,7 +67,7 @@ func (r *runner) predictTTFT(e *engine, work int64) float64 {
 	delay := float64(msDuration(e.spec.TokenDelayMs))
 	hold := func(out int) float64 { return ttftBase + float64(out-1)*delay }
 	now := float64(r.now)
-	half := float64(e.c.rtt / 2)
+	half := float64(e.c.halfTransit)
 
 	rem := e.ps.remainingAt(r.now)
 	jobs := make([]job, 0, len(rem)+1)
