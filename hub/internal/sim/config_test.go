@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stargate-router/stargate/hub/internal/lbconfig"
+	"github.com/stargate-router/stargate/pkg/affinity"
 )
 
 // The built-in fleet survives a JSON round trip and validates, and it is
@@ -24,7 +25,7 @@ func TestDefaultFleetRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(f.Clusters) != 4 || len(f.Regions) != 2 || f.Pylon.IntervalMs != 250 || f.BlockTokens != 16 ||
-		f.Pylon.EngineAffinity != EngineAffinityOn || f.Pylon.EngineAffinityLoadFactor != 1.25 {
+		f.Pylon.EngineAffinity != EngineAffinityOn || f.Pylon.EngineAffinityLoadFactor != affinity.DefaultLoadFactor {
 		t.Errorf("parsed fleet %+v", f)
 	}
 	for _, c := range f.Clusters {
@@ -91,8 +92,8 @@ func TestParseFleetErrors(t *testing.T) {
 		if p, e := f.Clusters[0].layout(); p != want[0] || e != want[1] {
 			t.Errorf("%s: %d pylons × %d engines, want %d × %d", text, p, e, want[0], want[1])
 		}
-		if f.Pylon.EngineAffinity != EngineAffinityOn || f.Pylon.EngineAffinityLoadFactor != 1.25 {
-			t.Errorf("%s: engine affinity %q factor %v, want on and 1.25 by default", text, f.Pylon.EngineAffinity, f.Pylon.EngineAffinityLoadFactor)
+		if f.Pylon.EngineAffinity != EngineAffinityOn || f.Pylon.EngineAffinityLoadFactor != affinity.DefaultLoadFactor {
+			t.Errorf("%s: engine affinity %q factor %v, want on and pkg/affinity's default", text, f.Pylon.EngineAffinity, f.Pylon.EngineAffinityLoadFactor)
 		}
 	}
 }

@@ -116,8 +116,8 @@ func TestNextBackendSaturatedPreferredSpills(t *testing.T) {
 		}
 	})
 	t.Run("over the bound by reservations", func(t *testing.T) {
-		s.Apply(backend(pref, "c"), one("m", protocol.ModelStats{MaxEngineConcurrency: 100}), time.Millisecond, true)
-		s.Apply(backend(other, "c"), one("m", protocol.ModelStats{MaxEngineConcurrency: 100}), time.Millisecond, true)
+		// The default factor (2) never binds on two backends; 1.25 does.
+		s := affinityCluster(t, protocol.ModelStats{MaxEngineConcurrency: 100}, ids, state.BackendAffinity(true, 1.25))
 		// 2 backends at factor 1.25: with 1 in flight on the preferred
 		// one and none on the other, ceil(1.25·2/2) = 2 still takes a
 		// second; with 2, ceil(1.25·3/2) = 2 does not.

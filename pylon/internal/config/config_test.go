@@ -154,7 +154,7 @@ func TestEngineAffinityFlags(t *testing.T) {
 			t.Errorf("%s %v: error %v, want one naming %s", tc.mode, tc.factor, err, tc.want)
 		}
 	}
-	if d := Default(); d.EngineAffinity != "on" || d.EngineAffinityLoadFactor != 1.25 {
-		t.Errorf("defaults %q %v, want on 1.25", d.EngineAffinity, d.EngineAffinityLoadFactor)
+	if d := Default(); d.EngineAffinity != "on" || d.EngineAffinityLoadFactor != 2 {
+		t.Errorf("defaults %q %v, want on 2", d.EngineAffinity, d.EngineAffinityLoadFactor)
 	}
 }
