@@ -29,8 +29,12 @@ type Endpoints struct {
 	Hub, GatewayToken string
 	// GatewayMetrics and HubMetrics are /metrics URLs.
 	GatewayMetrics, HubMetrics string
-	// PylonMetrics are the pylons' /metrics URLs by cluster id.
+	// PylonMetrics are the pylons' /metrics URLs by pylon name: the
+	// cluster id when a cluster has one pylon, "<cluster>-p<i>" when it has
+	// several (PylonCluster maps it back).
 	PylonMetrics map[string]string
+	// PylonCluster maps each pylon name to its cluster id.
+	PylonCluster map[string]string
 	// Region maps each cluster id to its region.
 	Region map[string]string
 	// Model is the model the stack serves.
@@ -38,8 +42,10 @@ type Endpoints struct {
 }
 
 var (
-	reRegion   = regexp.MustCompile(`^\s*region (\S+)\s+\(.*\):(.*)$`)
-	reCluster  = regexp.MustCompile(`(\S+) \d+k/\d+k tok/s`)
+	reRegion  = regexp.MustCompile(`^\s*region (\S+)\s+\(.*\):(.*)$`)
+	reCluster = regexp.MustCompile(`(\S+) [\d.]+k/[\d.]+k tok/s`)
+	// rePylonOf is a pylon name of a cluster with several pylons.
+	rePylonOf  = regexp.MustCompile(`^(.+)-p\d+$`)
 	reModel    = regexp.MustCompile(`^\s*hub routes (\S+) with `)
 	reGateway  = regexp.MustCompile(`^\s*gateway\s+(http://\S+)/v1\s+\(API key (\S+),`)
 	reHubState = regexp.MustCompile(`^\s*hub\s+(http://\S+)\s+\(gateway token (\S+); routing state `)
@@ -56,7 +62,7 @@ type parser struct {
 }
 
 func newParser() *parser {
-	return &parser{ep: Endpoints{PylonMetrics: map[string]string{}, Region: map[string]string{}}}
+	return &parser{ep: Endpoints{PylonMetrics: map[string]string{}, PylonCluster: map[string]string{}, Region: map[string]string{}}}
 }
 
 func (p *parser) line(s string) {
@@ -104,9 +110,16 @@ func (p *parser) endpoints() (Endpoints, error) {
 	if len(p.ep.PylonMetrics) == 0 {
 		missing = append(missing, "pylon metrics")
 	}
-	for c := range p.ep.PylonMetrics {
+	for name := range p.ep.PylonMetrics {
+		c := name
 		if p.ep.Region[c] == "" {
-			missing = append(missing, "region of "+c)
+			if m := rePylonOf.FindStringSubmatch(name); m != nil {
+				c = m[1]
+			}
+		}
+		p.ep.PylonCluster[name] = c
+		if p.ep.Region[c] == "" {
+			missing = append(missing, "region of "+name)
 		}
 	}
 	if len(missing) > 0 {

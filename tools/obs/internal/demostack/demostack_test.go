@@ -60,3 +60,27 @@ func TestParserSaysWhatIsMissing(t *testing.T) {
 		t.Fatalf("endpoints error = %v", err)
 	}
 }
+
+// With several pylons per cluster the demo names them "<cluster>-p<i>";
+// each maps back to its cluster and region, and fractional prefill rates
+// still name the clusters.
+func TestParserMapsPylonsToTheirCluster(t *testing.T) {
+	out := strings.NewReplacer(
+		"pylon far-a ", "pylon far-a-p1 ", "pylon far-b ", "pylon far-a-p2 ",
+		"near-b 32k/66k tok/s", "near-b 1.5k/12k tok/s",
+	).Replace(demoOutput)
+	p := newParser()
+	for _, l := range strings.Split(out, "\n") {
+		p.line(l)
+	}
+	ep, err := p.endpoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep.PylonCluster["far-a-p1"] != "far-a" || ep.PylonCluster["far-a-p2"] != "far-a" || ep.PylonCluster["near-b"] != "near-b" {
+		t.Fatalf("pylon clusters = %v", ep.PylonCluster)
+	}
+	if ep.Region["near-b"] != "near" {
+		t.Fatalf("regions = %v", ep.Region)
+	}
+}

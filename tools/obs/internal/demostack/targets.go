@@ -32,9 +32,13 @@ func (t Target) Name() string {
 // and the mock engine serves /metrics on its API port.
 func (ep Endpoints) Targets(ctx context.Context, c *http.Client) ([]Target, error) {
 	ts := []Target{{Job: "gateway", URL: ep.GatewayMetrics}, {Job: "hub", URL: ep.HubMetrics}}
-	for _, cluster := range slices.Sorted(maps.Keys(ep.PylonMetrics)) {
+	for _, name := range slices.Sorted(maps.Keys(ep.PylonMetrics)) {
+		cluster := ep.PylonCluster[name]
+		if cluster == "" {
+			cluster = name
+		}
 		labels := map[string]string{"cluster": cluster, "region": ep.Region[cluster]}
-		url := ep.PylonMetrics[cluster]
+		url := ep.PylonMetrics[name]
 		ts = append(ts, Target{Job: "pylon", URL: url, Labels: labels})
 		engines, err := engineAddrs(ctx, c, url)
 		if err != nil {
