@@ -1,6 +1,6 @@
 // Command demo is what `make demo` runs: it starts the whole stack on
 // loopback (a gateway with embedded Olric, a hub, and 2 regions x 2
-// clusters, each a pylon and a mock engine), replays a bounded multi-turn
+// clusters, each two pylons of two mock engines), replays a bounded multi-turn
 // workload through the gateway with a progress bar, prints a summary
 // (requests, errors, TTFT, cache hits per session class, the hub's session
 // states, share per region and cluster, sessions that escaped their
@@ -42,7 +42,7 @@ through the gateway and summarise what the routing did.
 
 The stack: a gateway (API key auth, embedded Olric, last-cluster tracking), a
 hub (lb-config with the model on --algorithm) and 2 regions x 2 clusters, each
-a pylon and a mock engine with its own prefill rates; the far region has a
+two pylons of two mock engines with the cluster's prefill rates; the far region has a
 larger RTT and TTFT. The workload is pkg/workload's sessions suite: multi-turn
 sessions named by prompt_cache_key, Responses conversation ids or
 x-multi-turn-session-id, plus anonymous requests. Child logs, the lb-config,

@@ -398,7 +398,7 @@ func campaign(ctx context.Context, args []string, getenv func(string) string, st
 	fs := cli.New("loadgen campaign", `loadgen campaign: run every suite on every arm (each arm names a hub lb-config) and write per-arm results and a side-by-side summary.
 
 With --compare it starts a fresh stack for every arm from the binaries in --bin (a gateway with
-embedded Olric, the hub with the arm's lb-config, 4 clusters of a pylon and a mock engine: the
+embedded Olric, the hub with the arm's lb-config, 4 clusters of 2 pylons of 2 mock engines: the
 benchmark fleet of docs/benchmarks.md), empties the engines' caches, records versions.txt and
 engines-before.txt in the arm's folder, runs the arm (recording the engines' and the hub's counters
 around each run), records engines-after.txt and hub-after.txt and stops it all (also on failure or

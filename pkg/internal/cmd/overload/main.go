@@ -100,8 +100,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // fleet is the demo fleet with fewer, slower slots: its capacity is a
 // few req/s, so twice it stays far below what the processes can relay.
+// It keeps one pylon and one engine per cluster, the layout the published
+// overload numbers were measured on.
 func fleet() stack.Fleet {
 	f := stack.DemoFleet()
+	f.PylonsPerCluster, f.EnginesPerPylon, f.KVCapacityTokens = 1, 1, 0
 	f.Slots, f.TokenDelayMs = 2, 20
 	return f
 }

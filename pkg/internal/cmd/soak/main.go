@@ -104,6 +104,10 @@ func soakRun(ctx context.Context, o options, stdout io.Writer) error {
 		return err
 	}
 	f := stack.DemoFleet()
+	// The layout the soak's published run used (docs/reliability/soak.md):
+	// one pylon and one engine of six slots per cluster, before the demo
+	// fleet grew two pylons of two engines.
+	f.PylonsPerCluster, f.EnginesPerPylon, f.Slots, f.KVCapacityTokens = 1, 1, 6, 0
 	lb, _ := json.Marshal(map[string]any{"models": map[string]any{f.Model: map[string]any{
 		"algorithm": "pulsar-wait-and-widen", "cache_affinity_wait_ms": 300, "last_cluster_affinity": true}}})
 	lbPath := filepath.Join(o.out, "lb-config.json")
