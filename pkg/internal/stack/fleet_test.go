@@ -165,12 +165,12 @@ func TestArgs(t *testing.T) {
 		{"mock", mockArgs(f, py, py.Engines[0], 9001), map[string]string{
 			"listen": "127.0.0.1:9001", "model-name": "demo-model", "engine-id": "far-a-p1-e1", "cluster-id": "far-a",
 			"prefill-tokens-per-s": "48000", "cached-prefill-tokens-per-s": "100000", "kv-cache-capacity-tokens": "131072",
-			"health-delay-ms": "25", "ttft-ms": "35", "max-concurrent-requests": "2",
+			"health-delay-ms": "25", "ttft-ms": "35", "max-concurrent-requests": "4",
 		}},
 		{"pylon", pylonArgs(f, py, hubSet{{backend: 9002}}, []int{9001}, 9003, 9004, s), map[string]string{
 			"stargate-address": "127.0.0.1:9002", "upstream-http-base-url": "http://127.0.0.1:9001",
 			"cluster-id": "far-a", "inference-server-id": "pylon-far-a-p1", "auth-token-file": "/s/reg",
-			"initial-input-tps": "48000", "max-engine-concurrency": "2", "min-update-interval-ms": "250",
+			"initial-input-tps": "48000", "max-engine-concurrency": "4", "min-update-interval-ms": "250",
 			"listen": "127.0.0.1:9003", "metrics-listen": "127.0.0.1:9004",
 			"pylon-queue-mismatch-retry-enabled": "true",
 		}},
