@@ -73,6 +73,20 @@ func Pick(k Key, places []Place, factor float64) int {
 	return leastLoaded(k, places)
 }
 
+// Preferred returns the index of k's first choice among n places, ignoring
+// load and fullness, where id(i) is HashID of place i's name; -1 when n is
+// 0. It is the place Pick returns whenever nothing pushes the key off it,
+// so callers use it to tell a preferred pick from a spilled one.
+func Preferred(k Key, n int, id func(i int) uint64) int {
+	best, bestScore := -1, uint64(0)
+	for i := range n {
+		if s := Score(k, id(i)); best < 0 || s > bestScore {
+			best, bestScore = i, s
+		}
+	}
+	return best
+}
+
 // PickLeastLoaded returns the least loaded place that is not full (or, all
 // full, the least loaded of all), ties going to the lowest index; -1 when
 // places is empty. It is the choice for requests without a key.

@@ -166,3 +166,34 @@ func BenchmarkPick(b *testing.B) {
 		})
 	}
 }
+
+// TestPreferredIsPicksUnloadedChoice: Preferred names the place Pick returns
+// when no place is full and loads are equal, so "preferred" in the pick
+// metrics means what Pick would have done undisturbed; and Preferred
+// ignores fullness and load, which Pick must not.
+func TestPreferredIsPicksUnloadedChoice(t *testing.T) {
+	ps := places(7, "e")
+	id := func(i int) uint64 { return ps[i].ID }
+	if got := Preferred(1, 0, id); got != -1 {
+		t.Fatalf("Preferred over no place = %d, want -1", got)
+	}
+	moved := 0
+	for i := range 2000 {
+		k := HashKey(fmt.Sprintf("key-%d", i))
+		want := Pick(k, ps, 0)
+		if got := Preferred(k, len(ps), id); got != want {
+			t.Fatalf("key %d: Preferred = %d, Pick on an idle fleet = %d", i, got, want)
+		}
+		busy := append([]Place(nil), ps...)
+		busy[want].Full = true
+		if Pick(k, busy, 0) != want {
+			moved++
+		}
+		if got := Preferred(k, len(busy), func(i int) uint64 { return busy[i].ID }); got != want {
+			t.Fatalf("key %d: Preferred moved to %d when its place was full, want %d", i, got, want)
+		}
+	}
+	if moved != 2000 {
+		t.Fatalf("Pick kept %d keys on a full place", 2000-moved)
+	}
+}

@@ -163,7 +163,7 @@ func (p *published) pickBackend(picks *backendPicks, i int, key string, factor f
 	} else {
 		k := affinity.HashKey(key)
 		j, outcome = affinity.Pick(k, places, factor), pickSpilled
-		if places[j].ID == all[preferred(k, all)].ID {
+		if places[j].ID == all[affinity.Preferred(k, len(all), func(j int) uint64 { return all[j].ID })].ID {
 			outcome = pickPreferred
 		}
 	}
@@ -172,17 +172,6 @@ func (p *published) pickBackend(picks *backendPicks, i int, key string, factor f
 		j = index[j]
 	}
 	return ms[j], true
-}
-
-// preferred is the index of k's first choice among places, ignoring load.
-func preferred(k affinity.Key, places []affinity.Place) int {
-	best, bestScore := 0, affinity.Score(k, places[0].ID)
-	for j := 1; j < len(places); j++ {
-		if s := affinity.Score(k, places[j].ID); s > bestScore {
-			best, bestScore = j, s
-		}
-	}
-	return best
 }
 
 // leastLoaded is the least loaded place that is not full (all full: the

@@ -200,7 +200,7 @@ func (p *pool) acquire(key string, exclude *engine, onlyEligible bool) *engine {
 	if byKey {
 		// The key's order depends on nothing the lock guards.
 		k = affinity.HashKey(key)
-		first = p.firstChoice(k)
+		first = p.engines[affinity.Preferred(k, len(p.engines), func(j int) uint64 { return p.engines[j].id })]
 	}
 	p.mu.Lock()
 	var best *engine
@@ -221,18 +221,6 @@ func (p *pool) acquire(key string, exclude *engine, onlyEligible bool) *engine {
 		p.m.enginePick(outcome)
 	}
 	return best
-}
-
-// firstChoice is the engine k prefers over all engines, whatever their
-// state.
-func (p *pool) firstChoice(k affinity.Key) *engine {
-	first, firstScore := p.engines[0], affinity.Score(k, p.engines[0].id)
-	for _, e := range p.engines[1:] {
-		if s := affinity.Score(k, e.id); s > firstScore {
-			first, firstScore = e, s
-		}
-	}
-	return first
 }
 
 // byKeyLocked is the affinity pick among the engines other than exclude
