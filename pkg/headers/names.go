@@ -59,9 +59,9 @@ const (
 // Gateway -> hub. The gateway derives every one of these itself and the hub
 // acts on them without judging who sent them, so StripInbound removes any
 // client-supplied value (docs/design/headers.md#gateway-to-hub). The hub
-// forwards all of them to pylon except RoutingMethod and
-// StargateLastClusterID, which it consumes, and StargateDeadlineMs, which
-// it rewrites with what is left of the deadline.
+// forwards all of them to pylon except RoutingMethod,
+// StargateLastClusterID and StargatePromptPrefix, which it consumes, and
+// StargateDeadlineMs, which it rewrites with what is left of the deadline.
 //
 //nolint:gosec // G101 flags names containing "token"; these are header names, not credentials.
 const (
@@ -121,6 +121,15 @@ const (
 	// up by the gateway (docs/design/sessions.md#last-cluster-tracking). The
 	// hub consumes it and never forwards it; blank means no hint.
 	StargateLastClusterID = "x-stargate-last-cluster-id"
+
+	// StargatePromptPrefix is the gateway's summary of the request's
+	// prompt: the chain hashes of its blocks at a few checkpoints, encoded
+	// by prefixhash (docs/design/prefix-summary.md). The hub looks them up
+	// in its prefix index to route to a cluster already holding the
+	// prompt's prefix, consumes it and never forwards it; absent means no
+	// summary (embeddings, a prompt shorter than one block, or the
+	// gateway's --prompt-prefix-enabled off).
+	StargatePromptPrefix = "x-stargate-prompt-prefix"
 
 	// StargateDeadlineMs is the request's end-to-end deadline: its
 	// remaining budget in whole milliseconds (u64, at most MaxDeadline),
@@ -423,7 +432,7 @@ const (
 var known = [...]string{
 	RequestID, MultiTurnSessionID, ClaudeCodeSessionID, NVCFTargetRegion, GroqRegion, StainlessTimeout, StainlessLang,
 	Model, RoutingKey, RoutingMethod, InputTokens, TokenEstimate, CacheAffinityKey,
-	Priority, RequestSLOMs, MaxWaitMs, StargateMaxWaitMs, StargateLastClusterID, StargateDeadlineMs,
+	Priority, RequestSLOMs, MaxWaitMs, StargateMaxWaitMs, StargateLastClusterID, StargatePromptPrefix, StargateDeadlineMs,
 	StargateExpectedQueueMs, OutputTokens, DynamoRequestPriority, DynamoRequestStrictPriority,
 	StargateUpstreamRetryable, StargateRetryable, StargateRetryReason, StargateRetryAfterMs,
 	StargateClusterID, InferenceServerID, InferenceServerURL, StargateErrorCode, StargateSessionState,

@@ -72,6 +72,7 @@ func TestSpecNames(t *testing.T) {
 		"x-stainless-timeout":              StainlessTimeout,
 		"x-routing-method":                 RoutingMethod,
 		"x-stargate-last-cluster-id":       StargateLastClusterID,
+		"x-stargate-prompt-prefix":         StargatePromptPrefix,
 		"x-stargate-cluster-id":            StargateClusterID,
 		"x-stargate-session-state":         StargateSessionState,
 		"x-stargate-lb-config-hash":        StargateLBConfigHash,

@@ -11,6 +11,7 @@ import (
 // must be gone after StripInbound.
 var spoofedInbound = []string{
 	StargateLastClusterID,
+	StargatePromptPrefix,
 	StargateMaxWaitMs,
 	StargateDeadlineMs,
 	StargateExpectedQueueMs,

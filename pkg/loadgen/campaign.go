@@ -433,8 +433,8 @@ func (c *Campaign) runArm(ctx context.Context, arm Arm, suites []CampaignSuite, 
 				runErr = fmt.Errorf("%s r%d: %w", s.Key, r, err)
 				break
 			}
-			fmt.Fprintf(c.Log, "loadgen campaign: %s/%s r%d: ok %d/%d, TTFT p50 %s ms, cache hit %s %%\n", arm.Name, s.Key, r,
-				rep.Stats.OK, rep.Stats.Requests, f1(rep.Stats.All.TTFT.P50), f1(rep.Stats.All.CacheHitPct))
+			fmt.Fprintf(c.Log, "loadgen campaign: %s/%s r%d: ok %d/%d, rejected %d, TTFT p50 %s ms, cache hit %s %%, copies per block %s\n", arm.Name, s.Key, r,
+				rep.Stats.OK, rep.Stats.Requests, rep.Stats.Rejected, f1(rep.Stats.All.TTFT.P50), f1(rep.Stats.All.CacheHitPct), copiesText(&rep.Stats))
 		}
 	}
 	if err := c.hook(ctx, "--after-arm", c.AfterArm, env); err != nil && runErr == nil {
@@ -647,6 +647,7 @@ func WriteSideBySide(w io.Writer, rep *CampaignReport, key string) {
 		f    func(*Stats) string
 	}{
 		{"requests (ok / failed)", func(s *Stats) string { return fmt.Sprintf("%d (%d / %d)", s.Requests, s.OK, s.Failed) }},
+		{"rejected (429, 502, 503, refused)", func(s *Stats) string { return strconv.Itoa(s.Rejected) }},
 		{"achieved req/s", func(s *Stats) string { return f1(s.AchievedRate) }},
 		{"ok req/s", func(s *Stats) string { return f1(s.ThroughputRPS) }},
 		{"output tok/s", func(s *Stats) string { return f1(s.OutputTPS) }},
@@ -656,6 +657,7 @@ func WriteSideBySide(w io.Writer, rep *CampaignReport, key string) {
 		{"cached % of ceiling", func(s *Stats) string { return ceilingText(&s.All) }},
 		{"requests with a hit %", func(s *Stats) string { return f1(s.All.HitSharePct) }},
 		{"returning cache hit %", func(s *Stats) string { return f1(s.Returning.CacheHitPct) }},
+		{"copies per block across clusters", copiesText},
 		{"TTFT p50 ms", func(s *Stats) string { return f1(s.All.TTFT.P50) }},
 		{"TTFT p90 ms", func(s *Stats) string { return f1(s.All.TTFT.P90) }},
 		{"TTFT p99 ms", func(s *Stats) string { return f1(s.All.TTFT.P99) }},

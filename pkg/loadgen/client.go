@@ -17,6 +17,7 @@ import (
 
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/prefixhash"
 	"github.com/stargate-router/stargate/pkg/workload"
 )
 
@@ -26,8 +27,8 @@ const (
 	// the body or x-multi-turn-session-id; the gateway derives the rest.
 	TargetGateway = "gateway"
 	// TargetHub adds the headers the gateway would set
-	// (docs/design/headers.md#gateway-to-hub): x-model, x-input-tokens
-	// and, for sessions, x-cache-affinity-key.
+	// (docs/design/headers.md#gateway-to-hub): x-model, x-input-tokens,
+	// x-cache-affinity-key and x-stargate-prompt-prefix.
 	TargetHub = "hub"
 )
 
@@ -66,7 +67,8 @@ type Client struct {
 }
 
 // Job is one request ready to send: the file's request, its salted
-// session id, the conversation so far and this turn's message.
+// session id, the conversation so far (on a first turn, its shared prefix
+// if it has one) and this turn's message.
 type Job struct {
 	Request   *workload.Request
 	Session   string
@@ -115,6 +117,20 @@ func PayloadAffinityKey(msgs []Message) string {
 	b, _ := json.Marshal(msgs) // strings only: cannot fail
 	sum := sha256.Sum256(b)
 	return "mt:v1:payload:" + hex.EncodeToString(sum[:])
+}
+
+// PromptPrefix is the x-stargate-prompt-prefix a gateway with prompt
+// summaries on sends for msgs: the prefixhash summary of the prompt laid
+// out as the mock engine caches it ("role:content\n" per message, the same
+// for chat messages and Responses message items), in the default block
+// geometry; "" when the prompt has no full block (the gateway then sends
+// no header).
+func PromptPrefix(msgs []Message) string {
+	h := prefixhash.NewHasher(prefixhash.DefaultBlockTokens, prefixhash.DefaultCharsPerToken)
+	for _, m := range msgs {
+		prefixhash.WriteMessage(h, m.Role, m.Content)
+	}
+	return string(h.AppendHeader(nil))
 }
 
 // estimateTokens is the mock engine's count of a prompt: bytes of
@@ -178,10 +194,16 @@ func (c *Client) build(j *Job) (string, []byte, http.Header, int) {
 		hdr.Set(headers.Model, c.Model)
 		hdr.Set(headers.InputTokens, strconv.Itoa(tokens))
 		switch {
-		case j.Session != "":
+		case j.Session != "" && r.Source != workload.SourceNone:
 			hdr.Set(headers.CacheAffinityKey, AffinityKey(j.Session))
 		case r.Endpoint == "chat":
+			// No session id (a one-shot, or a keyless conversation whose
+			// id only links its turns in the file): the gateway's
+			// payload key.
 			hdr.Set(headers.CacheAffinityKey, PayloadAffinityKey(msgs))
+		}
+		if v := PromptPrefix(msgs); v != "" {
+			hdr.Set(headers.StargatePromptPrefix, v)
 		}
 		if c.SLO > 0 {
 			hdr.Set(headers.RequestSLOMs, strconv.FormatInt(c.SLO.Milliseconds(), 10))

@@ -3,8 +3,10 @@
 // latency, cached and output tokens, status, retries and serving cluster;
 // per run the statistics of docs/loadgen.md#reporting-rules (nearest-rank
 // percentiles, cache-hit %, new/returning sessions, cluster shares,
-// sessions that escaped their cluster and whether they followed it), and
-// the cached tokens as a share of the run's cache ceiling, which it counts
+// sessions that escaped their cluster and whether they followed it,
+// requests rejected before their first byte), the cached tokens as a share
+// of the run's cache ceiling, and the copies per block across clusters
+// (how many clusters received each prompt block), both of which it counts
 // itself from the prompts it sends; per campaign the same across arms,
 // with repeats aggregated by medians, the engines' and the hub's counters
 // (evictions, escapes by reason) per run and per arm, and sweeps of rates

@@ -268,6 +268,15 @@ func writeJSON(path string, v any) error {
 
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
 
+// copiesText is the copies per block across clusters, "-" when no block
+// reached a known cluster.
+func copiesText(s *Stats) string {
+	if s.FleetBlocks == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", s.CopiesPerBlock)
+}
+
 // ceilingText is a class's cached tokens as a share of its ceiling, "-"
 // when nothing was cacheable (or the records predate the ceiling).
 func ceilingText(c *Class) string {
@@ -297,13 +306,14 @@ func writeStatsMarkdown(w io.Writer, s *Stats) {
 	if s.Runs > 1 {
 		fmt.Fprintf(w, "Aggregate of %d runs: counts are sums; rates, cache-hit %% and percentiles are medians of the per-run values.\n\n", s.Runs)
 	}
-	fmt.Fprintf(w, "| requests | ok | failed | skipped | aborted | retries | target req/s | achieved req/s | ok req/s | output tok/s |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| requests | ok | failed | rejected | skipped | aborted | retries | target req/s | achieved req/s | ok req/s | output tok/s |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	target := "-"
 	if s.TargetRate > 0 {
 		target = f1(s.TargetRate)
 	}
-	fmt.Fprintf(w, "| %d | %d | %d | %d | %d | %d | %s | %s | %s | %s |\n\n", s.Requests, s.OK, s.Failed, s.Skipped, s.Aborted, s.Retries,
+	fmt.Fprintf(w, "| %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %s |\n\n", s.Requests, s.OK, s.Failed, s.Rejected, s.Skipped, s.Aborted, s.Retries,
 		target, f1(s.AchievedRate), f1(s.ThroughputRPS), f1(s.OutputTPS))
+	fmt.Fprintf(w, "Rejected: failed requests refused before their first byte (429, 502, 503, or no answer for another reason than loadgen's timeout).\n\n")
 	fmt.Fprintf(w, "| class | requests | ok | cache hit %% | cached %% of ceiling | requests with a hit %% | TTFT p50 / p90 / p99 ms | latency p50 / p99 ms |\n|---|---|---|---|---|---|---|---|\n")
 	row := func(name string, c Class) {
 		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s / %s / %s | %s / %s |\n", name, c.Requests, c.OK, f1(c.CacheHitPct), ceilingText(&c),
@@ -323,6 +333,12 @@ func writeStatsMarkdown(w io.Writer, s *Stats) {
 	fmt.Fprintf(w, "\nCache ceiling: %d of the %d prompt tokens of these requests were cacheable at all (an earlier request or its reply held them; "+
 		"counted with an unbounded cache in the mock engine's blocks); %d were cached, %s %% of the ceiling.\n",
 		s.All.CacheableTokens, s.All.PromptTokens, s.All.CachedTokens, ceilingText(&s.All))
+	if s.FleetBlocks > 0 {
+		fmt.Fprintf(w, "\nCopies per block across clusters: %s (%d distinct prompt blocks reached a known cluster, %d copies counted cluster by cluster; "+
+			"evictions are ignored, so this bounds the copies held at once from above).\n", copiesText(s), s.FleetBlocks, s.ClusterBlocks)
+	} else {
+		fmt.Fprintf(w, "\nCopies per block across clusters: n/a (no request reached a known cluster).\n")
+	}
 	fmt.Fprintf(w, "\nDecode speed per request (tokens/s): p50 %s, p90 %s, p99 %s.\n\n", f1(s.DecodeTPS.P50), f1(s.DecodeTPS.P90), f1(s.DecodeTPS.P99))
 	if c := s.Counters; c != nil {
 		fmt.Fprintf(w, "During the run the engines evicted %s KV blocks and found %s of the %s prompt tokens they looked up in their prefix caches. ",

@@ -52,15 +52,26 @@ type Record struct {
 	// geometry would have found, because a request sent earlier in the
 	// run (or the reply to one) already held them. No engine can report
 	// more cached tokens for the run than the sum of these.
-	CacheableTokens int    `json:"cacheable_tokens"`
-	OutputTokens    int    `json:"output_tokens"`
-	Usage           bool   `json:"usage"`
-	Status          int    `json:"status"`
-	Outcome         string `json:"outcome"`
-	Error           string `json:"error,omitempty"`
-	Retries         int    `json:"retries"`
-	Cluster         string `json:"cluster,omitempty"`
-	Server          string `json:"server,omitempty"`
+	CacheableTokens int `json:"cacheable_tokens"`
+	// FleetNewBlocks and ClusterNewBlocks place this request's prompt for
+	// the copies per block across clusters (Stats.CopiesPerBlock): of its
+	// full KV blocks (the mock engine's blocks of the prompt as sent), how
+	// many no earlier request of the run had sent to any cluster, and how
+	// many its own cluster had not received before. Both are 0 for a
+	// request that reached no known cluster.
+	FleetNewBlocks   int    `json:"fleet_new_blocks"`
+	ClusterNewBlocks int    `json:"cluster_new_blocks"`
+	OutputTokens     int    `json:"output_tokens"`
+	Usage            bool   `json:"usage"`
+	Status           int    `json:"status"`
+	Outcome          string `json:"outcome"`
+	Error            string `json:"error,omitempty"`
+	Retries          int    `json:"retries"`
+	Cluster          string `json:"cluster,omitempty"`
+	Server           string `json:"server,omitempty"`
+	// Prefix is the shared prefix the request's conversation opened with
+	// (workload.Request.Prefix, unsalted), on its first turn.
+	Prefix string `json:"prefix,omitempty"`
 }
 
 // Sender sends one job; Client.Do is the real one, tests use fakes.
@@ -140,6 +151,7 @@ func (r *Runner) Run(ctx context.Context, w *workload.Workload) (*Output, error)
 	if err != nil {
 		return nil, fmt.Errorf("block size: %w", err)
 	}
+	copies := newCopyCounter(r.cfg.BlockTokens)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if r.cfg.Deadline > 0 {
@@ -184,7 +196,7 @@ func (r *Runner) Run(ctx context.Context, w *workload.Workload) (*Output, error)
 		rec := &records[i]
 		due[i] = true
 		*rec = Record{Index: i, Session: req.Session, Turn: req.Turn, Stream: req.Stream, Source: req.Source,
-			Endpoint: req.Endpoint, Worker: req.Worker, AtMs: req.AtMs}
+			Endpoint: req.Endpoint, Worker: req.Worker, AtMs: req.AtMs, Prefix: req.Prefix}
 		var s *session
 		if req.Session != "" {
 			s = sessions[req.Session]
@@ -222,6 +234,9 @@ func (r *Runner) Run(ctx context.Context, w *workload.Workload) (*Output, error)
 		r.cfg.Progress.sent()
 		res := r.send(rctx, j)
 		fill(rec, &res, sent)
+		if rec.Cluster != "" && rec.Status >= 200 && rec.Status < 300 {
+			rec.FleetNewBlocks, rec.ClusterNewBlocks = copies.count(rec.Cluster, prompt)
+		}
 		var reply []byte
 		if res.OK() {
 			reply = workload.MessageBytes("assistant", res.Reply)
@@ -296,7 +311,13 @@ func ceilingLookup(kv *kvcache.Cache, s *session, j *Job) (kvcache.Sequence, *kv
 	if s != nil && len(s.history) > 0 {
 		prompt = s.blocks.Extend(msg)
 	} else {
-		prompt = kv.NewSequence(msg)
+		// A first turn: only its opening (a shared prefix) comes before
+		// the message.
+		var b []byte
+		for _, m := range j.History {
+			b = append(b, workload.MessageBytes(m.Role, m.Content)...)
+		}
+		prompt = kv.NewSequence(append(b, msg...))
 	}
 	lease := kv.Lookup(prompt)
 	lease.Commit()
@@ -304,22 +325,79 @@ func ceilingLookup(kv *kvcache.Cache, s *session, j *Job) (kvcache.Sequence, *kv
 }
 
 // job materialises request req: the salted session id, the history so far
-// and this turn's text.
+// (on a first turn, its shared prefix) and this turn's text.
 func (r *Runner) job(w *workload.Workload, req *workload.Request, s *session) *Job {
-	name := req.Session
+	j := &Job{Request: req, RequestID: fmt.Sprintf("loadgen-%s-%s-%d", w.Header.Suite, r.cfg.Salt, req.Index),
+		User: workload.UserText(w.Header.Seed, r.salted(req.Session, req.Index), req.Turn, req.NewInputTokens)}
+	if req.Session != "" {
+		j.Session = r.salted(req.Session, req.Index)
+		j.History = s.history
+	}
+	if req.Prefix != "" && len(j.History) == 0 {
+		// Salted like a session id, so repeats under other salts share no
+		// prefix with this run.
+		text := workload.PrefixText(w.Header.Seed, r.salted(req.Prefix, req.Index), req.PrefixTokens)
+		j.History = []Message{{Role: workload.PrefixRole, Content: text}}
+	}
+	return j
+}
+
+// salted is the name a run keys text by: name ("#<index>" for an
+// anonymous request's "") behind the run's salt.
+func (r *Runner) salted(name string, index int) string {
 	if name == "" {
-		name = fmt.Sprintf("#%d", req.Index)
+		name = fmt.Sprintf("#%d", index)
 	}
 	if r.cfg.Salt != "" {
 		name = r.cfg.Salt + ":" + name
 	}
-	j := &Job{Request: req, RequestID: fmt.Sprintf("loadgen-%s-%s-%d", w.Header.Suite, r.cfg.Salt, req.Index),
-		User: workload.UserText(w.Header.Seed, name, req.Turn, req.NewInputTokens)}
-	if req.Session != "" {
-		j.Session = name
-		j.History = s.history
+	return name
+}
+
+// copyCounter counts how many clusters received each prompt block, for
+// the copies per block across clusters: one unbounded cache in the
+// engine's geometry holds every full prompt block sent to a known cluster
+// (the fleet's), one per cluster those it received. Being unbounded, it
+// counts a block a cluster received and later evicted as still there, so
+// the copies it reports are an upper bound of the copies held at once.
+type copyCounter struct {
+	// mu makes one request's lookup and store atomic: two identical
+	// prompts counted at once must not both find their blocks new.
+	mu          sync.Mutex
+	blockTokens int
+	fleet       *kvcache.Cache
+	clusters    map[string]*kvcache.Cache
+}
+
+func newCopyCounter(blockTokens int) *copyCounter {
+	c := &copyCounter{blockTokens: blockTokens, clusters: map[string]*kvcache.Cache{}}
+	// The runner checked the block size with its ceiling cache.
+	c.fleet, _ = workload.NewCeilingCache(blockTokens)
+	return c
+}
+
+// count stores prompt as received by cluster and returns how many of its
+// full blocks were new to the fleet and new to the cluster.
+func (c *copyCounter) count(cluster string, prompt kvcache.Sequence) (fleetNew, clusterNew int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kv := c.clusters[cluster]
+	if kv == nil {
+		kv, _ = workload.NewCeilingCache(c.blockTokens)
+		c.clusters[cluster] = kv
 	}
-	return j
+	return newBlocks(c.fleet, prompt), newBlocks(kv, prompt)
+}
+
+// newBlocks stores prompt's full blocks in kv (unbounded: it keeps every
+// block) and returns how many were not there yet. Since kv holds whole
+// prefixes only, those are the blocks after the longest cached prefix.
+func newBlocks(kv *kvcache.Cache, prompt kvcache.Sequence) int {
+	l := kv.Lookup(prompt)
+	n := prompt.FullBlocks() - l.CachedTokens()/kv.Config().BlockTokens
+	l.Commit()
+	l.Release(nil)
+	return n
 }
 
 // fill copies a result into its record.

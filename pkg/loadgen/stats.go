@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"math"
+	"net/http"
 	"slices"
 	"sort"
 )
@@ -102,6 +103,26 @@ type Stats struct {
 	Skipped  int `json:"skipped"`
 	Aborted  int `json:"aborted"`
 	Retries  int `json:"retries"`
+	// Rejected counts the failed requests that were refused before their
+	// first byte: answered 429, 502 or 503, or that got no answer at all
+	// for a reason other than loadgen's own timeout or deadline (a refused
+	// or reset connection). A router that never refuses by itself keeps it
+	// at 0. With --retries, a refusal a retry made good counts in Retries
+	// only.
+	Rejected int `json:"rejected"`
+	// Copies per block across clusters, over the requests that reached a
+	// known cluster (Record.FleetNewBlocks, ClusterNewBlocks): FleetBlocks
+	// is the distinct full prompt blocks they sent, ClusterBlocks the sum
+	// over clusters of the distinct blocks each received, and
+	// CopiesPerBlock their ratio: the mean over blocks of how many clusters
+	// received the block (1 when no block went to two clusters, up to the
+	// cluster count; 0 when no block reached a known cluster). Evictions
+	// are ignored, so it bounds from above the copies held at any one
+	// time. Summed (the blocks) or the median of the runs (the ratio)
+	// across runs.
+	FleetBlocks    int64   `json:"fleet_blocks"`
+	ClusterBlocks  int64   `json:"cluster_blocks"`
+	CopiesPerBlock float64 `json:"copies_per_block"`
 	// Rates (medians across runs).
 	DurationS float64 `json:"duration_s"`
 	// TargetRate is the workload's open-loop rate (0 for closed loop);
@@ -157,6 +178,11 @@ func Compute(records []Record, durationS, windowS, targetRate float64) Stats {
 	for i := range records {
 		r := &records[i]
 		st.Retries += r.Retries
+		st.FleetBlocks += int64(r.FleetNewBlocks)
+		st.ClusterBlocks += int64(r.ClusterNewBlocks)
+		if r.rejected() {
+			st.Rejected++
+		}
 		if r.Outcome == OutcomeOK || r.Outcome == OutcomeError {
 			sent++
 		}
@@ -241,7 +267,25 @@ func Compute(records []Record, durationS, windowS, targetRate float64) Stats {
 	}
 	st.Clusters = shares(clusters, st.OK)
 	st.Sessions, st.Escaped, st.FollowEligible, st.Followed, st.Moves = movement(records)
+	if st.FleetBlocks > 0 {
+		st.CopiesPerBlock = float64(st.ClusterBlocks) / float64(st.FleetBlocks)
+	}
 	return st
+}
+
+// rejected reports whether r failed before any byte of an answer for a
+// reason of the system under test (Stats.Rejected).
+func (r *Record) rejected() bool {
+	if r.Outcome != OutcomeError {
+		return false
+	}
+	switch r.Status {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable:
+		return true
+	case 0:
+		return r.Error != errTimeout.Error()
+	}
+	return false
 }
 
 // classAcc accumulates one Class.
@@ -376,6 +420,9 @@ func Aggregate(runs []Stats) Stats {
 		out.Skipped += r.Skipped
 		out.Aborted += r.Aborted
 		out.Retries += r.Retries
+		out.Rejected += r.Rejected
+		out.FleetBlocks += r.FleetBlocks
+		out.ClusterBlocks += r.ClusterBlocks
 		out.Sessions += r.Sessions
 		out.Escaped += r.Escaped
 		out.FollowEligible += r.FollowEligible
@@ -407,6 +454,13 @@ func Aggregate(runs []Stats) Stats {
 	out.ThroughputRPS = med(func(s *Stats) float64 { return s.ThroughputRPS })
 	out.OutputTPS = med(func(s *Stats) float64 { return s.OutputTPS })
 	out.DecodeTPS = medDist(runs, func(s *Stats) Dist { return s.DecodeTPS })
+	var copies []float64
+	for i := range runs {
+		if runs[i].FleetBlocks > 0 {
+			copies = append(copies, runs[i].CopiesPerBlock)
+		}
+	}
+	out.CopiesPerBlock = Median(copies)
 	out.All, out.New, out.Returning = aggClass(all), aggClass(newer), aggClass(ret)
 	if len(streams) > 0 {
 		out.Streams = map[string]Class{}

@@ -15,8 +15,9 @@ import (
 )
 
 // SweepSuites are the suites a sweep runs at every rate: the ones whose
-// workload has an open-loop rate.
-var SweepSuites = []string{workload.SuiteCapacity, workload.SuiteSessions, workload.SuiteMixed}
+// workload has an open-loop rate (every prefix suite is open loop).
+var SweepSuites = []string{workload.SuiteCapacity, workload.SuiteSessions, workload.SuiteMixed,
+	workload.SuiteSharedPrefix, workload.SuiteRAG, workload.SuiteAnonSessions, workload.SuitePrefixMix}
 
 // RatePoint is one rate of a sweep: Multiple times the capacity figure
 // when Multiple > 0, else Rate requests per second.
@@ -344,17 +345,17 @@ func WriteSweeps(w io.Writer, rep *CampaignReport) {
 		if c := rep.Capacity; c != nil {
 			fmt.Fprintf(w, "Rates as multiples of a capacity of %s req/s (%s).\n\n", f1(c.ReqPerS), capacitySource(c))
 		}
-		fmt.Fprintf(w, "| rate | arm | achieved req/s | ok / failed | cache hit %% | cached %% of ceiling | TTFT p50 ms | TTFT p99 ms | ok req/s | output tok/s | evicted blocks | escapes |\n")
-		fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		fmt.Fprintf(w, "| rate | arm | achieved req/s | ok / failed | rejected | cache hit %% | cached %% of ceiling | copies per block | TTFT p50 ms | TTFT p99 ms | ok req/s | output tok/s | evicted blocks | escapes |\n")
+		fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, p := range points[n] {
 			for _, a := range rep.Arms {
 				st, ok := rep.Results[a.Name][p.Key]
 				if !ok {
-					fmt.Fprintf(w, "| %s | %s | - | - | - | - | - | - | - | - | - | - |\n", rateLabel(p), a.Name)
+					fmt.Fprintf(w, "| %s | %s | - | - | - | - | - | - | - | - | - | - | - | - |\n", rateLabel(p), a.Name)
 					continue
 				}
-				fmt.Fprintf(w, "| %s | %s | %s | %d / %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", rateLabel(p), a.Name,
-					f1(st.AchievedRate), st.OK, st.Requests-st.OK, f1(st.All.CacheHitPct), ceilingText(&st.All),
+				fmt.Fprintf(w, "| %s | %s | %s | %d / %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", rateLabel(p), a.Name,
+					f1(st.AchievedRate), st.OK, st.Requests-st.OK, st.Rejected, f1(st.All.CacheHitPct), ceilingText(&st.All), copiesText(&st),
 					f1(st.All.TTFT.P50), f1(st.All.TTFT.P99), f1(st.ThroughputRPS), f1(st.OutputTPS),
 					evictedText(st.Counters), escapesTotalText(st.Counters))
 			}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/stargate-router/stargate/pkg/openai"
+	"github.com/stargate-router/stargate/pkg/prefixhash"
 )
 
 // chatRequest is the part of a chat completion request the engine models.
@@ -37,6 +38,7 @@ func contentText(i int, c any) (string, *openai.Error) {
 }
 
 // partsText is contentText for any field: param names the field in errors.
+// The flattening is prefixhash's prompt layout, shared with the gateway.
 func partsText(param string, c any) (string, *openai.Error) {
 	switch v := c.(type) {
 	case nil:
@@ -51,12 +53,11 @@ func partsText(param string, c any) (string, *openai.Error) {
 				return "", openai.BadRequest(param, "invalid_type", "%s parts must be objects", param)
 			}
 			typ, _ := part["type"].(string)
-			if text, ok := part["text"].(string); ok && (typ == "text" || typ == "input_text" || typ == "output_text") {
+			if text, ok := part["text"].(string); ok && prefixhash.IsTextPart(typ) {
 				sb.WriteString(text)
 				continue
 			}
-			b, _ := json.Marshal(part)
-			sb.Write(b)
+			_ = prefixhash.WriteJSON(&sb, part)
 		}
 		return sb.String(), nil
 	default:
@@ -187,28 +188,23 @@ func completionPrompt(raw json.RawMessage) (string, *openai.Error) {
 	return "", openai.BadRequest("prompt", "invalid_type", "field \"prompt\" must be a string or an array of exactly one string")
 }
 
-// renderChat lays a conversation out as the bytes the KV cache hashes:
-// "role:content\n" per message, after the tools' JSON when present. The
-// reply is appended as "assistant:<text>\n" (replySuffix), which is exactly
-// how the next turn renders once the client re-sends it, so that turn hits
-// the blocks this one produced.
+// renderChat lays a conversation out as the bytes the KV cache hashes, in
+// prefixhash's prompt layout: the tools' JSON when present, then
+// "role:content\n" per message. The reply is appended as
+// "assistant:<text>\n" (replyBytes), which is exactly how the next turn
+// renders once the client re-sends it, so that turn hits the blocks this one
+// produced.
 func renderChat(tools json.RawMessage, msgs []chatMessage, texts []string) []byte {
 	n := len(tools) + 1
 	for i, m := range msgs {
 		n += len(m.Role) + len(texts[i]) + 2
 	}
-	b := make([]byte, 0, n)
-	if t := bytes.TrimSpace(tools); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
-		b = append(b, t...)
-		b = append(b, '\n')
-	}
+	b := bytes.NewBuffer(make([]byte, 0, n))
+	prefixhash.WriteTools(b, tools)
 	for i, m := range msgs {
-		b = append(b, m.Role...)
-		b = append(b, ':')
-		b = append(b, texts[i]...)
-		b = append(b, '\n')
+		prefixhash.WriteMessage(b, m.Role, texts[i])
 	}
-	return b
+	return b.Bytes()
 }
 
 // replyBytes is how a reply extends the prompt in the KV cache.
@@ -216,8 +212,7 @@ func (g *generation) replyBytes(text string) []byte {
 	if g.kind == "completion" {
 		return []byte(text)
 	}
-	b := make([]byte, 0, len(text)+11)
-	b = append(b, "assistant:"...)
-	b = append(b, text...)
-	return append(b, '\n')
+	b := bytes.NewBuffer(make([]byte, 0, len(text)+len(prefixhash.ReplyRole)+2))
+	prefixhash.WriteMessage(b, prefixhash.ReplyRole, text)
+	return b.Bytes()
 }

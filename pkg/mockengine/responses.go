@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/stargate-router/stargate/pkg/openai"
+	"github.com/stargate-router/stargate/pkg/prefixhash"
 )
 
 // responsesRequest is the part of a Responses API request the engine models.
@@ -32,12 +33,11 @@ func parseResponses(body []byte) (*generation, *openai.Error) {
 	if e := checkModel(req.Model); e != nil {
 		return nil, e
 	}
-	var b []byte
+	var b bytes.Buffer
 	if req.Instructions != nil {
-		b = appendLine(b, "system", *req.Instructions)
+		prefixhash.WriteMessage(&b, prefixhash.InstructionsRole, *req.Instructions)
 	}
-	b, e := appendResponsesInput(b, req.Input)
-	if e != nil {
+	if e := writeResponsesInput(&b, req.Input); e != nil {
 		return nil, e
 	}
 	if n := req.MaxOutputTokens; n != nil && *n < 1 {
@@ -46,64 +46,56 @@ func parseResponses(body []byte) (*generation, *openai.Error) {
 	return &generation{
 		kind:      "responses",
 		model:     req.Model,
-		prompt:    b,
+		prompt:    b.Bytes(),
 		stream:    req.Stream,
 		maxTokens: req.MaxOutputTokens,
 	}, nil
 }
 
-func appendLine(b []byte, role, text string) []byte {
-	b = append(b, role...)
-	b = append(b, ':')
-	b = append(b, text...)
-	return append(b, '\n')
-}
-
-// appendResponsesInput renders input: a string is one user message; an
-// array holds items.
-func appendResponsesInput(b []byte, raw json.RawMessage) ([]byte, *openai.Error) {
+// writeResponsesInput renders input in prefixhash's prompt layout: a string
+// is one user message; an array holds items.
+func writeResponsesInput(b *bytes.Buffer, raw json.RawMessage) *openai.Error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return nil, openai.BadRequest("input", "missing_field", "field \"input\" is required")
+		return openai.BadRequest("input", "missing_field", "field \"input\" is required")
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
-		return appendLine(b, "user", s), nil
+		prefixhash.WriteMessage(b, prefixhash.InputRole, s)
+		return nil
 	}
 	var items []any
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, openai.BadRequest("input", "invalid_type", "field \"input\" must be a string or an array of items")
+		return openai.BadRequest("input", "invalid_type", "field \"input\" must be a string or an array of items")
 	}
 	if len(items) == 0 {
-		return nil, openai.BadRequest("input", "missing_field", "field \"input\" must be a non-empty string or array")
+		return openai.BadRequest("input", "missing_field", "field \"input\" must be a non-empty string or array")
 	}
 	for i, it := range items {
 		switch v := it.(type) {
 		case string:
-			b = appendLine(b, "user", v)
+			prefixhash.WriteMessage(b, prefixhash.InputRole, v)
 		case map[string]any:
 			role, hasRole := v["role"]
 			typ, _ := v["type"].(string)
 			if !hasRole || (typ != "" && typ != "message") {
-				j, _ := json.Marshal(v)
-				b = append(b, j...)
-				b = append(b, '\n')
+				_ = prefixhash.WriteItem(b, v)
 				continue
 			}
 			r, ok := role.(string)
 			if !ok || r == "" {
-				return nil, openai.BadRequest(fmt.Sprintf("input[%d].role", i), "invalid_type", "input[%d].role must be a non-empty string", i)
+				return openai.BadRequest(fmt.Sprintf("input[%d].role", i), "invalid_type", "input[%d].role must be a non-empty string", i)
 			}
 			text, e := partsText(fmt.Sprintf("input[%d].content", i), v["content"])
 			if e != nil {
-				return nil, e
+				return e
 			}
-			b = appendLine(b, r, text)
+			prefixhash.WriteMessage(b, r, text)
 		default:
-			return nil, openai.BadRequest(fmt.Sprintf("input[%d]", i), "invalid_type", "input[%d] must be an object or a string", i)
+			return openai.BadRequest(fmt.Sprintf("input[%d]", i), "invalid_type", "input[%d] must be an object or a string", i)
 		}
 	}
-	return b, nil
+	return nil
 }
 
 // responsesUsage is the Responses API usage object.

@@ -49,10 +49,11 @@ func MessageBytes(role, content string) []byte {
 // CharsPerToken bytes per token, so the live ceiling of the same file is
 // slightly higher). Prompts are those of an unsalted replay
 // (UserText keyed by the session id, "#<index>" for an anonymous
-// request). Requests are taken in file order; with an unbounded cache the
-// total does not depend on the order, since every distinct block misses
-// exactly once. A turn 1 starts its session afresh. blockTokens 0 is
-// DefaultBlockTokens; an invalid block size is an error.
+// request, after the Opening of a first turn). Requests are taken in
+// file order; with an unbounded cache the total does not depend on the
+// order, since every distinct block misses exactly once. A turn 1 starts
+// its session afresh. blockTokens 0 is DefaultBlockTokens; an invalid
+// block size is an error.
 func CacheCeiling(w *Workload, blockTokens int) (cacheable, total int64, err error) {
 	kv, err := NewCeilingCache(blockTokens)
 	if err != nil {
@@ -73,9 +74,11 @@ func CacheCeiling(w *Workload, blockTokens int) (cacheable, total int64, err err
 			name = "#" + strconv.Itoa(r.Index)
 		}
 		msg := MessageBytes("user", UserText(seed, name, r.Turn, r.NewInputTokens))
-		prompt := kv.NewSequence(msg)
+		var prompt kvcache.Sequence
 		if h, ok := history[r.Session]; ok && r.Session != "" && r.Turn > 1 {
 			prompt = h.Extend(msg)
+		} else {
+			prompt = kv.NewSequence(append(Opening(seed, r), msg...))
 		}
 		lease := kv.Lookup(prompt)
 		cacheable += int64(lease.CachedTokens())
@@ -92,4 +95,15 @@ func CacheCeiling(w *Workload, blockTokens int) (cacheable, total int64, err err
 		}
 	}
 	return cacheable, total, nil
+}
+
+// Opening is what a first turn's prompt holds before its user message, as
+// the mock engine lays it out: the request's shared prefix
+// (PrefixMessage), or nothing. It takes the prefix name as the file gives
+// it (an unsalted replay).
+func Opening(seed uint64, r *Request) []byte {
+	if r.Prefix == "" {
+		return nil
+	}
+	return PrefixMessage(seed, r.Prefix, r.PrefixTokens)
 }

@@ -65,6 +65,30 @@ func TestCacheCeilingSharedPrefix(t *testing.T) {
 	}
 }
 
+// TestCacheCeilingOfPrefixes: two anonymous one-shots that open with
+// the same prefix share its full blocks, and nothing after them.
+func TestCacheCeilingOfPrefixes(t *testing.T) {
+	one := Request{Turn: 1, Source: SourceNone, Endpoint: "chat", NewInputTokens: 16, OutputTokens: 4, Prefix: "sys-1", PrefixTokens: 64}
+	w := &Workload{Header: Header{Seed: 5, Mode: ModeOpen}, Requests: []Request{one, one}}
+	w.Requests[1].Index = 1
+	// Each prompt: "system:" + 256 bytes + "\n" = 264 bytes, then "user:"
+	// + 64 bytes + "\n" = 70 bytes: 334 bytes, 5 full blocks and 14 bytes
+	// (84 tokens). The first 4 blocks are the prefix's alone; the fifth
+	// holds the request's own "[#<index> t1]" header.
+	cacheable, total, err := CacheCeiling(w, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cacheable != 64 || total != 2*84 {
+		t.Fatalf("ceiling %d of %d tokens, want 64 of 168", cacheable, total)
+	}
+	// Another prefix name is other text: nothing shared.
+	w.Requests[1].Prefix = "sys-2"
+	if c, _, _ := CacheCeiling(w, 16); c != 0 {
+		t.Fatalf("two prefixes share %d tokens", c)
+	}
+}
+
 // TestCacheCeilingOfSuites: sessions are mostly cacheable, anonymous
 // one-shots never; the same sessions at another rate have the same
 // ceiling (the open-loop sessions are drawn before their arrivals), and

@@ -12,8 +12,11 @@
 // matches (the mock engine counts CharsPerToken bytes per token).
 //
 // Every name a workload carries comes from its seed and salt (NameTag), so
-// two seeds share no session key and no prompt. CacheCeiling says how
-// much of a workload's prompt tokens any prefix cache could serve at all,
-// in the mock engine's block model: the ceiling a router's cache hits are
-// measured against.
+// two seeds share no session key and no prompt. Within one workload the
+// prefix suites share text on purpose: a request may open with a named
+// shared prefix (a system prompt, a document; PrefixText), and a keyless
+// conversation (source none) is linked by its re-sent content alone.
+// CacheCeiling says how much of a workload's prompt tokens any prefix
+// cache could serve at all, in the mock engine's block model: the ceiling
+// a router's cache hits are measured against.
 package workload

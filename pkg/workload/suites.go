@@ -19,11 +19,18 @@ const (
 	SuiteSessions    = "sessions"
 	SuiteHighContext = "high-context"
 	SuiteMixed       = "mixed"
+	// The prefix suites link requests by content instead of session keys
+	// (docs/loadgen.md#prefix-suites).
+	SuiteSharedPrefix = "shared-prefix"
+	SuiteRAG          = "rag"
+	SuiteAnonSessions = "anon-sessions"
+	SuitePrefixMix    = "prefix-mix"
 )
 
-// Suites lists the canonical suites in the order upstream Stargate's
-// campaign runs them.
-var Suites = []string{SuiteSmoke, SuiteCapacity, SuiteSessions, SuiteHighContext, SuiteMixed}
+// Suites lists the canonical suites: upstream Stargate's campaign's, in
+// the order it runs them, then our prefix suites.
+var Suites = []string{SuiteSmoke, SuiteCapacity, SuiteSessions, SuiteHighContext, SuiteMixed,
+	SuiteSharedPrefix, SuiteRAG, SuiteAnonSessions, SuitePrefixMix}
 
 // CapacityRates are upstream Stargate's campaign's open-loop target rates
 // (req/s), kept so our results compare with its published ones; a capacity
@@ -59,29 +66,33 @@ type SuiteParams struct {
 	Seed uint64
 	// Salt is mixed with Seed into every name the workload carries
 	// (session ids, which are also its prompt_cache_keys, conversation
-	// ids and x-multi-turn-session-id values) and so into every prompt:
-	// two seeds, or two salts, never share a key or a cached prefix.
+	// ids and x-multi-turn-session-id values, and shared prefix names)
+	// and so into every prompt: two seeds, or two salts, never share a key
+	// or a cached prefix.
 	Salt string
 	// Model is written in the header and sent in every request.
 	Model string
 	// Rate is the open-loop target rate in requests per second: capacity's
-	// rate, mixed's total (split 2:1 between its hot and short streams),
-	// and for sessions the switch to open loop (0 keeps it closed loop on
-	// Workers).
+	// rate, mixed's and prefix-mix's total (split between their streams),
+	// the other prefix suites' rate, and for sessions the switch to open
+	// loop (0 keeps it closed loop on Workers).
 	Rate float64
 	// ThinkTime is the least time between the scheduled sends of two
-	// turns of one session in the capacity suite and the open-loop
-	// sessions suite.
+	// turns of one conversation in the capacity suite, the open-loop
+	// sessions suite and the prefix suites.
 	ThinkTime time.Duration
-	// Duration is the open-loop send window (capacity, mixed).
+	// Duration is the open-loop send window (capacity, mixed,
+	// shared-prefix, rag, prefix-mix).
 	Duration time.Duration
 	// Workers is the closed-loop worker count (smoke, sessions,
 	// high-context).
 	Workers int
-	// Sessions is the number of sessions of the sessions suite.
+	// Sessions is the number of sessions of the sessions and
+	// anon-sessions suites.
 	Sessions int
-	// Turns is the number of turns per session of the sessions and
-	// capacity suites.
+	// Turns is the number of turns per session of the sessions,
+	// anon-sessions and capacity suites, and the most questions of a rag
+	// conversation.
 	Turns int
 	// Interleave is how many sessions a sessions-suite worker keeps open
 	// at once, sending their turns round robin.
@@ -100,6 +111,23 @@ type SuiteParams struct {
 	AnonShare float64
 	// Arrival is the open-loop arrival process (Arrival*).
 	Arrival string
+	// Prompts is the number of shared system prompts (shared-prefix,
+	// prefix-mix); PromptTokens their mean size: each is drawn uniformly
+	// within a third of it (3000: 2k to 4k tokens), times Scale.
+	Prompts      int
+	PromptTokens int
+	// Docs is the number of shared documents (rag, prefix-mix); DocTokens
+	// their mean size, drawn as PromptTokens.
+	Docs      int
+	DocTokens int
+	// Zipf is the popularity exponent of the prompts and documents: the
+	// k-th most popular is picked with weight k^-Zipf; a negative value
+	// means 0 (every one alike).
+	Zipf float64
+	// FollowUps is the share of rag conversations that ask more than one
+	// question about their document (2 to Turns questions, each re-sending
+	// the conversation so far); a negative value means none.
+	FollowUps float64
 }
 
 // DefaultsFor returns the defaults of suite; Generate fills every zero
@@ -122,6 +150,22 @@ func DefaultsFor(suite string) (SuiteParams, error) {
 		p.Workers, p.OutputTokens = 32, 64
 	case SuiteMixed:
 		p.Rate, p.Duration, p.OutputTokens, p.AnonShare = MixedHotRate+MixedShortRate, 60*time.Second, 32, 0.2
+	case SuiteSharedPrefix:
+		p.Rate, p.Duration, p.Arrival = 10, 60*time.Second, ArrivalPoisson
+		p.Prompts, p.PromptTokens, p.Zipf = sharedPrompts, sharedPromptTokens, 1
+		p.FirstTokens, p.OutputTokens = sharedQuestionTokens, sharedOutputTokens
+	case SuiteRAG:
+		p.Rate, p.Duration, p.Arrival, p.ThinkTime = 8, 60*time.Second, ArrivalPoisson, 2*time.Second
+		p.Docs, p.DocTokens, p.Zipf, p.Turns, p.FollowUps = ragDocs, ragDocTokens, 1, ragTurns, ragFollowUps
+		p.FirstTokens, p.TurnTokens, p.OutputTokens = ragQuestionTokens, ragFollowUpTokens, ragOutputTokens
+	case SuiteAnonSessions:
+		// The sessions suite's sessions, open loop, without their keys.
+		p.Rate, p.Arrival, p.ThinkTime = 8, ArrivalPoisson, 2*time.Second
+		p.Sessions, p.Turns, p.FirstTokens, p.TurnTokens, p.OutputTokens = 128, 6, 1500, 150, 48
+	case SuitePrefixMix:
+		p.Rate, p.Duration, p.Arrival, p.ThinkTime = 12, 60*time.Second, ArrivalPoisson, 2*time.Second
+		p.Prompts, p.PromptTokens, p.Docs, p.DocTokens, p.Zipf = sharedPrompts, sharedPromptTokens, ragDocs, ragDocTokens, 1
+		p.FollowUps = ragFollowUps
 	default:
 		return p, fmt.Errorf("unknown suite %q (want one of %v)", suite, Suites)
 	}
@@ -173,6 +217,26 @@ func (p *SuiteParams) fill(d SuiteParams) {
 	if p.Arrival == "" {
 		p.Arrival = d.Arrival
 	}
+	if p.Prompts == 0 {
+		p.Prompts = d.Prompts
+	}
+	if p.PromptTokens == 0 {
+		p.PromptTokens = d.PromptTokens
+	}
+	if p.Docs == 0 {
+		p.Docs = d.Docs
+	}
+	if p.DocTokens == 0 {
+		p.DocTokens = d.DocTokens
+	}
+	if p.Zipf == 0 {
+		p.Zipf = d.Zipf
+	}
+	p.Zipf = max(p.Zipf, 0)
+	if p.FollowUps == 0 {
+		p.FollowUps = d.FollowUps
+	}
+	p.FollowUps = max(p.FollowUps, 0)
 }
 
 // validate names the field (as its loadgen flag) of the first bad value.
@@ -192,7 +256,7 @@ func (p *SuiteParams) validate(suite string) error {
 	}
 	rateOK := p.Rate >= MinRate && p.Rate <= MaxRate
 	switch suite {
-	case SuiteCapacity, SuiteMixed:
+	case SuiteCapacity, SuiteMixed, SuiteSharedPrefix, SuiteRAG, SuiteAnonSessions, SuitePrefixMix:
 		if !rateOK {
 			bad("rate", "must be a rate in %v..%v req/s, got %v", MinRate, MaxRate, p.Rate)
 		}
@@ -209,14 +273,14 @@ func (p *SuiteParams) validate(suite string) error {
 		if p.Turns < 1 {
 			bad("turns", "must be >= 1, got %d", p.Turns)
 		}
-	case SuiteSessions:
+	case SuiteSessions, SuiteAnonSessions:
 		if p.Sessions < 1 {
 			bad("sessions", "must be >= 1, got %d", p.Sessions)
 		}
 		if p.Turns < 1 {
 			bad("turns", "must be >= 1, got %d", p.Turns)
 		}
-		if p.Interleave < 1 {
+		if suite == SuiteSessions && p.Interleave < 1 {
 			bad("interleave", "must be >= 1, got %d", p.Interleave)
 		}
 		// Each session sends at most one turn per think time, so fewer
@@ -226,7 +290,9 @@ func (p *SuiteParams) validate(suite string) error {
 				p.Sessions, p.Rate, p.ThinkTime, math.Ceil(need))
 		}
 	}
-	if (suite == SuiteCapacity || suite == SuiteMixed) && p.Duration < time.Millisecond {
+	p.validatePrefixSuite(suite, bad)
+	if (suite == SuiteCapacity || suite == SuiteMixed || suite == SuiteSharedPrefix || suite == SuiteRAG || suite == SuitePrefixMix) &&
+		p.Duration < time.Millisecond {
 		bad("duration", "must be >= 1ms, got %v", p.Duration)
 	}
 	if (suite == SuiteSmoke || suite == SuiteSessions || suite == SuiteHighContext) && p.Workers < 1 {
@@ -264,7 +330,7 @@ func Generate(suite string, p SuiteParams) (*Workload, error) {
 		w = g.capacity()
 	case SuiteSessions:
 		if p.Rate > 0 {
-			w = g.openSessions()
+			w = g.openSessions(SuiteSessions, "sess", false)
 		} else {
 			w = g.sessions()
 		}
@@ -272,6 +338,14 @@ func Generate(suite string, p SuiteParams) (*Workload, error) {
 		w = g.highContext()
 	case SuiteMixed:
 		w = g.mixed()
+	case SuiteSharedPrefix:
+		w = g.sharedPrefix()
+	case SuiteRAG:
+		w = g.rag()
+	case SuiteAnonSessions:
+		w = g.openSessions(SuiteAnonSessions, "anon", true)
+	case SuitePrefixMix:
+		w = g.prefixMix()
 	}
 	w.Header.V = Version
 	w.Header.Suite = suite
@@ -288,6 +362,9 @@ func Generate(suite string, p SuiteParams) (*Workload, error) {
 		if err := w.Requests[i].Validate(&w.Header); err != nil {
 			return nil, fmt.Errorf("generator bug: %w", err)
 		}
+	}
+	if err := checkPrefixes(w.Requests); err != nil {
+		return nil, fmt.Errorf("generator bug: %w", err)
 	}
 	return w, nil
 }
@@ -612,8 +689,11 @@ type sessionPlan struct {
 	in, out []int
 }
 
-// openSessions is the sessions suite in open loop: the same Sessions
-// sessions of Turns turns as the closed loop (sizes drawn the same way),
+// openSessions is the sessions suite in open loop, and, keyless, the
+// anon-sessions suite: the same sessions with source none on chat, whose
+// ids (prefix-<tag>-<n>) only link their turns in the file and are never
+// sent. Either way: the same Sessions sessions of Turns turns as the
+// closed loop (sizes drawn the same way),
 // sent by arrivals at Rate req/s (Poisson by default). Each arrival is
 // anonymous with probability AnonShare/(1+AnonShare) (about AnonShare
 // anonymous requests per session turn, as in closed loop); otherwise it
@@ -623,12 +703,15 @@ type sessionPlan struct {
 // session has started and none is ready, the arrival is dropped, which
 // thins the rate while the last sessions finish. It ends when every
 // session has sent every turn.
-func (g *gen) openSessions() *Workload {
+func (g *gen) openSessions(suite, prefix string, keyless bool) *Workload {
 	p := g.p
 	plans := make([]sessionPlan, p.Sessions)
 	for s := range plans {
-		src, ep := g.source()
-		pl := sessionPlan{id: g.name("sess", "%04d", s), src: src, ep: ep, in: make([]int, p.Turns), out: make([]int, p.Turns)}
+		src, ep := SourceNone, "chat"
+		if !keyless {
+			src, ep = g.source()
+		}
+		pl := sessionPlan{id: g.name(prefix, "%04d", s), src: src, ep: ep, in: make([]int, p.Turns), out: make([]int, p.Turns)}
 		for t := range p.Turns {
 			mean := p.TurnTokens
 			if t == 0 {
@@ -638,7 +721,7 @@ func (g *gen) openSessions() *Workload {
 		}
 		plans[s] = pl
 	}
-	arr := newRNG(p.Seed, SuiteSessions+"/arrivals")
+	arr := newRNG(p.Seed, suite+"/arrivals")
 	next := g.arrivalClock(arr, p.Rate)
 	anonP := p.AnonShare / (1 + p.AnonShare)
 	thinkMs := p.ThinkTime.Milliseconds()

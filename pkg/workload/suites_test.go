@@ -32,23 +32,31 @@ func generate(t *testing.T, suite string, p SuiteParams) *Workload {
 
 // small are parameters that keep every suite quick to generate.
 var small = map[string]SuiteParams{
-	SuiteSmoke:       {},
-	SuiteCapacity:    {Rate: 16, Duration: 10 * time.Second},
-	SuiteSessions:    {Workers: 4, Sessions: 12, Turns: 4},
-	SuiteHighContext: {Workers: 4, Scale: 0.01},
-	SuiteMixed:       {Duration: 10 * time.Second},
+	SuiteSmoke:        {},
+	SuiteCapacity:     {Rate: 16, Duration: 10 * time.Second},
+	SuiteSessions:     {Workers: 4, Sessions: 12, Turns: 4},
+	SuiteHighContext:  {Workers: 4, Scale: 0.01},
+	SuiteMixed:        {Duration: 10 * time.Second},
+	SuiteSharedPrefix: {Duration: 10 * time.Second, Prompts: 8, Scale: 0.1},
+	SuiteRAG:          {Duration: 10 * time.Second, Docs: 8, Scale: 0.1},
+	SuiteAnonSessions: {Sessions: 12, Turns: 3, Rate: 4},
+	SuitePrefixMix:    {Duration: 10 * time.Second, Prompts: 8, Docs: 8, Scale: 0.1},
 }
 
 // TestNamesFollowSeedAndSalt: every session id (which is also the
 // request's prompt_cache_key, conversation id or x-multi-turn-session-id)
-// comes from the seed and the salt, so two seeds, or two salts, share no
-// key, and no prompt: text is keyed by the id.
+// and every shared prefix name comes from the seed and the salt, so two
+// seeds, or two salts, share no key, and no prompt: text is keyed by the
+// id or the prefix name.
 func TestNamesFollowSeedAndSalt(t *testing.T) {
 	ids := func(w *Workload) map[string]bool {
 		m := map[string]bool{}
 		for _, r := range w.Requests {
 			if r.Session != "" {
 				m[r.Session] = true
+			}
+			if r.Prefix != "" {
+				m[r.Prefix] = true
 			}
 		}
 		return m
@@ -65,7 +73,7 @@ func TestNamesFollowSeedAndSalt(t *testing.T) {
 				q.Seed, q.Salt = other.seed, other.salt
 				a, b := ids(generate(t, suite, p)), ids(generate(t, suite, q))
 				if len(a) == 0 || len(b) == 0 {
-					t.Fatal("no session")
+					t.Fatal("no session and no prefix")
 				}
 				for id := range b {
 					if a[id] {

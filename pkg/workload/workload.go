@@ -36,7 +36,7 @@ const (
 	SourcePromptCacheKey = "prompt_cache_key"
 	SourceConversation   = "conversation"
 	SourceHeader         = "header" // x-multi-turn-session-id
-	SourceNone           = "none"   // anonymous: no session id
+	SourceNone           = "none"   // anonymous: no session id (a one-shot, or a conversation linked by content only)
 )
 
 // Header is the first line of a workload file.
@@ -62,7 +62,10 @@ type Request struct {
 	AtMs int64 `json:"at_ms"`
 	// Worker is the closed-loop worker that sends it (0 for open loop).
 	Worker int `json:"worker"`
-	// Session names the conversation; empty for an anonymous request.
+	// Session names the conversation; empty for an anonymous one-shot
+	// request. With source none it names an anonymous conversation: the
+	// file links its turns (each re-sends the ones before) but the client
+	// sends no session id, so only their content links them.
 	Session string `json:"session,omitempty"`
 	// Turn is the 1-based turn within the session; turn n's prompt is the
 	// whole conversation so far (every earlier user message and reply)
@@ -79,6 +82,16 @@ type Request struct {
 	// OutputTokens is the reply length asked for (x-output-tokens on the
 	// mock engine, max_tokens otherwise).
 	OutputTokens int `json:"output_tokens"`
+	// Prefix names the shared text a conversation opens with, sent as a
+	// system message before its first user message; empty for none. Every
+	// request naming the same prefix opens with the same text
+	// (PrefixText), so requests that share no session key still share a
+	// cached prefix: the link a content-aware router can follow. Only a
+	// first turn names it; later turns re-send it as history.
+	Prefix string `json:"prefix,omitempty"`
+	// PrefixTokens is the size of the prefix's text; every request naming
+	// one prefix gives the same size.
+	PrefixTokens int `json:"prefix_tokens,omitempty"`
 }
 
 // Validate checks a request against its header.
@@ -90,8 +103,10 @@ func (r *Request) Validate(h *Header) error {
 		return fmt.Errorf("request %d: new_input_tokens and output_tokens must be ≥ 1", r.Index)
 	case r.Session == "" && (r.Turn != 1 || r.Source != SourceNone):
 		return fmt.Errorf("request %d: an anonymous request is turn 1 with source none", r.Index)
-	case r.Session != "" && r.Source == SourceNone:
-		return fmt.Errorf("request %d: session %q needs a source", r.Index, r.Session)
+	case (r.Prefix == "") != (r.PrefixTokens == 0) || r.PrefixTokens < 0:
+		return fmt.Errorf("request %d: prefix %q with prefix_tokens %d: want both or neither, tokens ≥ 1", r.Index, r.Prefix, r.PrefixTokens)
+	case r.Prefix != "" && r.Turn != 1:
+		return fmt.Errorf("request %d: prefix %q on turn %d: only a first turn opens with a prefix", r.Index, r.Prefix, r.Turn)
 	case r.Endpoint != "chat" && r.Endpoint != "responses":
 		return fmt.Errorf("request %d: endpoint %q, want chat or responses", r.Index, r.Endpoint)
 	case h.Mode == ModeClosed && (r.Worker < 0 || r.Worker >= h.Workers):
@@ -191,7 +206,27 @@ func Read(in io.Reader) (*Workload, error) {
 	if line == 0 {
 		return nil, errors.New("workload: empty file")
 	}
+	if err := checkPrefixes(w.Requests); err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
 	return &w, nil
+}
+
+// checkPrefixes rejects a prefix named with two sizes: its requests would
+// not share the text the file says they share.
+func checkPrefixes(reqs []Request) error {
+	size := map[string]int{}
+	for i := range reqs {
+		r := &reqs[i]
+		if r.Prefix == "" {
+			continue
+		}
+		if n, ok := size[r.Prefix]; ok && n != r.PrefixTokens {
+			return fmt.Errorf("request %d: prefix %q has %d tokens, an earlier request gave it %d", r.Index, r.Prefix, r.PrefixTokens, n)
+		}
+		size[r.Prefix] = r.PrefixTokens
+	}
+	return nil
 }
 
 // decodeLine decodes one line holding exactly one JSON object into v:
@@ -258,4 +293,23 @@ func UserText(seed uint64, session string, turn, tokens int) string {
 		b = append(b, ' ')
 	}
 	return string(b[:n])
+}
+
+// PrefixRole is the role of the message that carries a request's shared
+// prefix (Request.Prefix): a system prompt, or the document a question is
+// asked about.
+const PrefixRole = "system"
+
+// PrefixText is the text of the shared prefix name: exactly
+// tokens·CharsPerToken bytes, the same wherever name is sent and
+// different for every (seed, name). A replay passes the prefix name as
+// it salts it, so runs under two salts share no prefix.
+func PrefixText(seed uint64, name string, tokens int) string {
+	return UserText(seed, "prefix:"+name, 0, tokens)
+}
+
+// PrefixMessage is the prefix name's message as the mock engine lays it
+// out (MessageBytes), the bytes a first turn's prompt starts with.
+func PrefixMessage(seed uint64, name string, tokens int) []byte {
+	return MessageBytes(PrefixRole, PrefixText(seed, name, tokens))
 }

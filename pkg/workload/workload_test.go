@@ -65,7 +65,12 @@ func TestReadRejects(t *testing.T) {
 		"header tail":   `{"v":1,"suite":"s","seed":1,"model":"m","mode":"open"} {"v":1}` + "\n",
 		"two requests on a line": head + `{"i":0,"turn":1,"source":"none","endpoint":"chat","new_input_tokens":1,"output_tokens":1}` +
 			`{"i":1,"turn":1,"source":"none","endpoint":"chat","new_input_tokens":1,"output_tokens":1}`,
-		"stray text": head + `{"i":0,"turn":1,"source":"none","endpoint":"chat","new_input_tokens":1,"output_tokens":1} x`,
+		"stray text":          head + `{"i":0,"turn":1,"source":"none","endpoint":"chat","new_input_tokens":1,"output_tokens":1} x`,
+		"prefix without size": head + `{"i":0,"turn":1,"source":"none","endpoint":"chat","new_input_tokens":1,"output_tokens":1,"prefix":"p"}`,
+		"size without prefix": head + `{"i":0,"turn":1,"source":"none","endpoint":"chat","new_input_tokens":1,"output_tokens":1,"prefix_tokens":3}`,
+		"prefix on turn 2":    head + `{"i":0,"session":"s","turn":2,"source":"none","endpoint":"chat","new_input_tokens":1,"output_tokens":1,"prefix":"p","prefix_tokens":3}`,
+		"prefix of two sizes": head + `{"i":0,"turn":1,"source":"none","endpoint":"chat","new_input_tokens":1,"output_tokens":1,"prefix":"p","prefix_tokens":3}` + "\n" +
+			`{"i":1,"turn":1,"source":"none","endpoint":"chat","new_input_tokens":1,"output_tokens":1,"prefix":"p","prefix_tokens":4}`,
 	} {
 		if _, err := Read(strings.NewReader(in)); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -146,4 +151,34 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("a second Write differs (%v):\n%s\n%s", err, first.String(), second.String())
 		}
 	})
+}
+
+// TestKeylessConversationAndPrefixRoundTrip: a session with source none
+// (a conversation linked by content only) and a shared prefix are valid
+// and survive a write and a read.
+func TestKeylessConversationAndPrefixRoundTrip(t *testing.T) {
+	w := &Workload{Header: Header{Suite: "rag", Seed: 1, Model: "m", Mode: ModeOpen}, Requests: []Request{
+		{Index: 0, Session: "c", Turn: 1, Source: SourceNone, Endpoint: "chat", NewInputTokens: 5, OutputTokens: 2, Prefix: "doc-1", PrefixTokens: 40},
+		{Index: 1, AtMs: 10, Session: "c", Turn: 2, Source: SourceNone, Endpoint: "chat", NewInputTokens: 5, OutputTokens: 2},
+		{Index: 2, AtMs: 20, Turn: 1, Source: SourceNone, Endpoint: "chat", NewInputTokens: 5, OutputTokens: 2, Prefix: "doc-1", PrefixTokens: 40},
+	}}
+	var buf bytes.Buffer
+	if err := w.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Requests, w.Requests) {
+		t.Fatalf("read back %+v", got.Requests)
+	}
+	// The prefix's text is fixed by the seed and its name alone.
+	a := PrefixText(1, "doc-1", 40)
+	if len(a) != 160 || a != PrefixText(1, "doc-1", 40) || a == PrefixText(1, "doc-2", 40) || a == PrefixText(2, "doc-1", 40) {
+		t.Fatalf("PrefixText %q", a)
+	}
+	if m := string(PrefixMessage(1, "doc-1", 40)); m != "system:"+a+"\n" {
+		t.Fatalf("PrefixMessage %q", m)
+	}
 }

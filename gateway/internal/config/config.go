@@ -84,6 +84,13 @@ type Config struct {
 	// always does. Off by default because common model ids (meta/llama-3)
 	// contain a '/'.
 	RoutingKeyPrefix bool
+	// PromptPrefix sends the hub a summary of each prompt's block hashes
+	// (x-stargate-prompt-prefix, docs/design/prefix-summary.md), so a
+	// prefix-aware algorithm can route a request without a session to the
+	// cluster already holding its prefix. On by default: it costs about
+	// 2 ns of hashing per prompt byte, and a hub without such an algorithm
+	// ignores it.
+	PromptPrefix bool
 	// ModelURIAllowlist enforces the models' uris on chat, completions and
 	// embeddings; without it a miss there is only counted and logged.
 	// Responses always enforce (docs/gateway.md#model-config).
@@ -231,6 +238,7 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	fs.String(&c.TLSKeyPath, "tls-key-path", "GATEWAY_TLS_KEY_PATH", "", "private key (PEM) of --tls-cert-path")
 	fs.Int64(&c.MaxBodyBytes, "max-body-bytes", "GATEWAY_MAX_BODY_BYTES", 8<<20, "largest accepted request body; larger bodies get 413")
 	fs.Bool(&c.RoutingKeyPrefix, "routing-key-prefix", "GATEWAY_ROUTING_KEY_PREFIX", false, "split the body's model on the first '/' into x-routing-key and x-model")
+	fs.Bool(&c.PromptPrefix, "prompt-prefix-enabled", "GATEWAY_PROMPT_PREFIX_ENABLED", true, "send the hub each chat, Responses and completions prompt's prefix summary (x-stargate-prompt-prefix: block hashes at up to 64 checkpoints) for content-prefix affinity; costs about 2 ns of hashing per prompt byte")
 	fs.String(&apiKeysFile, "api-keys-file", "GATEWAY_API_KEYS_FILE", "", "file with one client API key per line, optionally followed by a name")
 	fs.String(&apiKeys, "api-keys", "GATEWAY_API_KEYS", "", "comma-separated client API keys, each optionally key:name (prefer --api-keys-file)")
 	fs.Bool(&c.InsecureNoAuth, "insecure-no-auth", "GATEWAY_INSECURE_NO_AUTH", false, "accept requests without an API key (development only)")

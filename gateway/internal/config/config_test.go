@@ -25,6 +25,9 @@ func TestDefaultsAndEnv(t *testing.T) {
 	if c.Tracing.Endpoint != "" || c.Tracing.SampleRatio != 1 {
 		t.Fatalf("tracing defaults %+v", c.Tracing)
 	}
+	if !c.PromptPrefix {
+		t.Fatal("--prompt-prefix-enabled is off by default")
+	}
 	if strings.Join(c.Olric.Peers, ",") != "a:1,b:2" || c.Models.For("m").RequestSLOMs != 100 || c.Models.For("x").TokensPerMinute != 0 {
 		t.Fatalf("peers %v models %v", c.Olric.Peers, c.Models)
 	}
@@ -59,10 +62,28 @@ func TestErrorsNameTheField(t *testing.T) {
 		{[]string{"--insecure-no-auth", "--otel-sample-ratio", "half"}, nil, "otel-sample-ratio"},
 		{[]string{"--insecure-no-auth", "--read-stall-timeout", "0s"}, nil, "--read-stall-timeout must be > 0"},
 		{[]string{"--insecure-no-auth"}, map[string]string{"GATEWAY_IDLE_TIMEOUT": "0s"}, "--idle-timeout must be > 0"},
+		{[]string{"--insecure-no-auth"}, map[string]string{"GATEWAY_PROMPT_PREFIX_ENABLED": "maybe"}, "GATEWAY_PROMPT_PREFIX_ENABLED"},
 	} {
 		_, err := Load(tc.args, env(tc.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v %v: err = %v, want it to name %s", tc.args, tc.env, err, tc.want)
+		}
+	}
+}
+
+// TestPromptPrefixFlag: the summary can be turned off by flag or
+// environment variable.
+func TestPromptPrefixFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{[]string{"--insecure-no-auth", "--prompt-prefix-enabled=false"}, nil},
+		{[]string{"--insecure-no-auth"}, map[string]string{"GATEWAY_PROMPT_PREFIX_ENABLED": "false"}},
+	} {
+		c, err := Load(tc.args, env(tc.env), io.Discard)
+		if err != nil || c.PromptPrefix {
+			t.Fatalf("%v %v: err %v, PromptPrefix %v", tc.args, tc.env, err, c != nil && c.PromptPrefix)
 		}
 	}
 }

@@ -42,6 +42,10 @@ type Outbound struct {
 	RequestSLOMs  uint64
 	MaxWaitMs     uint64
 	LastCluster   string
+	// PromptPrefix is the prompt's prefix summary
+	// (x-stargate-prompt-prefix, docs/design/prefix-summary.md); "" sends
+	// none.
+	PromptPrefix string
 	// DeadlineMs is what is left of the request's deadline when it is
 	// sent (x-stargate-deadline-ms); 0 means no deadline, since the
 	// gateway answers a request with less than 1 ms left itself.
@@ -59,7 +63,7 @@ type Outbound struct {
 
 // Header builds the outbound header set from o alone.
 func (o *Outbound) Header() http.Header {
-	h := make(http.Header, 14)
+	h := make(http.Header, 15)
 	h.Set("Content-Type", "application/json")
 	if o.Stream {
 		h.Set("Accept", "text/event-stream")
@@ -88,6 +92,9 @@ func (o *Outbound) Header() http.Header {
 	}
 	if o.LastCluster != "" {
 		h.Set(headers.StargateLastClusterID, o.LastCluster)
+	}
+	if o.PromptPrefix != "" {
+		h.Set(headers.StargatePromptPrefix, o.PromptPrefix)
 	}
 	if o.DeadlineMs > 0 {
 		h.Set(headers.StargateDeadlineMs, headers.FormatUint(o.DeadlineMs))

@@ -12,14 +12,14 @@ import (
 )
 
 func TestHeaderHoldsOnlyTheContract(t *testing.T) {
-	o := &Outbound{RequestID: "r", Model: "m", InputTokens: 0, TokenEstimate: 3, LastCluster: "c1", AffinityKey: "mt:v1:session:x"}
+	o := &Outbound{RequestID: "r", Model: "m", InputTokens: 0, TokenEstimate: 3, LastCluster: "c1", AffinityKey: "mt:v1:session:x", PromptPrefix: "1.16.1.AAAAAAAAAAA"}
 	h := o.Header()
 	var names []string
 	for k := range h {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	want := []string{"Accept", "Content-Type", "X-Cache-Affinity-Key", "X-Input-Tokens", "X-Model", "X-Request-Id", "X-Stargate-Last-Cluster-Id", "X-Token-Estimate"}
+	want := []string{"Accept", "Content-Type", "X-Cache-Affinity-Key", "X-Input-Tokens", "X-Model", "X-Request-Id", "X-Stargate-Last-Cluster-Id", "X-Stargate-Prompt-Prefix", "X-Token-Estimate"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("headers %v, want %v", names, want)
 	}

@@ -47,7 +47,7 @@ func BenchmarkPrepare(b *testing.B) {
 				b.SetBytes(int64(len(body)))
 				b.ReportAllocs()
 				for b.Loop() {
-					p, oe := Prepare(request.Chat, body, h, "req-1", false, models, 1, false)
+					p, oe := Prepare(request.Chat, body, h, "req-1", false, models, 1, false, true)
 					if oe != nil {
 						b.Fatal(oe)
 					}

@@ -137,7 +137,7 @@ func (x *exchange) parse() bool {
 		openai.WriteError(x.w, oe)
 		return false
 	}
-	p, oe := Prepare(x.e, body, x.r.Header, x.st.requestID, d.RoutingKeyPrefix, d.Models, d.DefaultMaxOutputTokens, d.Limiter != nil)
+	p, oe := Prepare(x.e, body, x.r.Header, x.st.requestID, d.RoutingKeyPrefix, d.Models, d.DefaultMaxOutputTokens, d.Limiter != nil, d.PromptPrefix)
 	if oe != nil {
 		openai.WriteError(x.w, oe)
 		return false

@@ -15,6 +15,7 @@ import (
 	"github.com/stargate-router/stargate/gateway/internal/config"
 	"github.com/stargate-router/stargate/gateway/internal/request"
 	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/prefixhash"
 )
 
 // FuzzPrepare: whatever the body, the x-multi-turn-session-id and
@@ -49,7 +50,7 @@ func FuzzPrepare(f *testing.F) {
 		if err != nil {
 			id = "generated-id"
 		}
-		p, oe := Prepare(ep, body, h, id, prefix, models, 1, true)
+		p, oe := Prepare(ep, body, h, id, prefix, models, 1, true, true)
 		if oe != nil {
 			if oe.Status != 400 {
 				t.Fatalf("status %d", oe.Status)
@@ -69,6 +70,11 @@ func FuzzPrepare(f *testing.F) {
 		}
 		if got := out.Get(headers.RequestID); got != id {
 			t.Fatalf("x-request-id %q, want %q", got, id)
+		}
+		if v := out.Get(headers.StargatePromptPrefix); v != "" {
+			if _, err := prefixhash.ParseHeader(v); err != nil {
+				t.Fatalf("x-stargate-prompt-prefix %q: %v", v, err)
+			}
 		}
 		want, ok := prepareOracle(ep, body, sess, prefix, models)
 		if !ok {
@@ -249,7 +255,7 @@ func TestPrepareAcceptFollowsStream(t *testing.T) {
 		{request.Completions, `{"model":"rk/m","prompt":"x","stream":true}`, "text/event-stream"},
 		{request.Chat, `{"model":"rk/m","messages":[{"role":"user","content":"x"}]}`, "text/event-stream"},
 	} {
-		p, oe := Prepare(tc.ep, []byte(tc.body), http.Header{}, "r", true, config.Models{}, 1, false)
+		p, oe := Prepare(tc.ep, []byte(tc.body), http.Header{}, "r", true, config.Models{}, 1, false, true)
 		if oe != nil {
 			t.Fatal(oe)
 		}

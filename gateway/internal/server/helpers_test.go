@@ -183,6 +183,9 @@ type opts struct {
 	// pool, when set, is the server's hub client (several hubs); the
 	// fake hub is then not called.
 	pool *hubclient.Client
+	// promptPrefix is the server's PromptPrefix (off unless a test
+	// turns it on).
+	promptPrefix bool
 	// lateTimers gives the server a clock whose AfterFunc timers never
 	// fire (timers a busy machine has not run yet); the harness's fake
 	// clock still moves its Now.
@@ -228,7 +231,8 @@ func newHarness(t *testing.T, o opts) *harness {
 	}
 	s := New(Deps{Hub: hc, Tracker: tr, Limiter: lim, Metrics: m, Log: log, Clock: sclk, Keys: o.keys,
 		Models: o.models, MaxBodyBytes: 1 << 20, DefaultMaxOutputTokens: 1, TracerProvider: o.tp,
-		HubResponseHeaderTimeout: o.headTimeout, HubRequestTimeout: o.requestTimeout, RequestDeadline: o.deadline})
+		HubResponseHeaderTimeout: o.headTimeout, HubRequestTimeout: o.requestTimeout, RequestDeadline: o.deadline,
+		PromptPrefix: o.promptPrefix})
 	ts := httptest.NewServer(s)
 	t.Cleanup(func() {
 		ts.Close()

@@ -7,6 +7,7 @@ import (
 	"github.com/stargate-router/stargate/gateway/internal/config"
 	"github.com/stargate-router/stargate/gateway/internal/estimate"
 	"github.com/stargate-router/stargate/gateway/internal/hubclient"
+	promptprefix "github.com/stargate-router/stargate/gateway/internal/prefix"
 	"github.com/stargate-router/stargate/gateway/internal/request"
 	"github.com/stargate-router/stargate/gateway/internal/session"
 	"github.com/stargate-router/stargate/pkg/headers"
@@ -38,8 +39,9 @@ type Prepared struct {
 //
 // limiting says a rate limiter is active: a streaming chat to a model with
 // a token limit then asks upstream for usage so the reservation settles
-// against real usage.
-func Prepare(e request.Endpoint, body []byte, h http.Header, requestID string, prefix bool, models config.Models, defMaxOut int64, limiting bool) (*Prepared, *openai.Error) {
+// against real usage. promptPrefix adds the prompt's prefix summary
+// (x-stargate-prompt-prefix) to the hub headers.
+func Prepare(e request.Endpoint, body []byte, h http.Header, requestID string, prefix bool, models config.Models, defMaxOut int64, limiting, promptPrefix bool) (*Prepared, *openai.Error) {
 	r, oe := request.Parse(e, body)
 	if oe != nil {
 		return nil, oe
@@ -59,6 +61,9 @@ func Prepare(e request.Endpoint, body []byte, h http.Header, requestID string, p
 	p.MaxOutput = estimate.MaxOutput(r, defMaxOut)
 	mc := models.For(p.Model)
 	p.setOutbound(e, h, requestID, mc)
+	if promptPrefix {
+		p.Out.PromptPrefix = promptprefix.Header(r, body)
+	}
 	if oe := p.setUpstreamBody(e, body, prefix, limiting && mc.TokensPerMinute > 0); oe != nil {
 		return nil, oe
 	}

@@ -50,6 +50,9 @@ type Deps struct {
 	MaxBodyBytes int64
 	// RoutingKeyPrefix splits the model on its first '/'.
 	RoutingKeyPrefix bool
+	// PromptPrefix sends the hub each prompt's prefix summary
+	// (x-stargate-prompt-prefix).
+	PromptPrefix bool
 	// ModelURIAllowlist refuses chat, completions and embeddings calls
 	// outside a model's uris (Responses always refuse).
 	ModelURIAllowlist bool

@@ -16,8 +16,12 @@ import (
 	"github.com/stargate-router/stargate/gateway/internal/config"
 	"github.com/stargate-router/stargate/gateway/internal/lastcluster"
 	"github.com/stargate-router/stargate/gateway/internal/metrics"
+	promptprefix "github.com/stargate-router/stargate/gateway/internal/prefix"
 	"github.com/stargate-router/stargate/gateway/internal/ratelimit"
+	"github.com/stargate-router/stargate/gateway/internal/request"
 	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/prefixhash"
 )
 
 func TestMain(m *testing.M) {
@@ -144,7 +148,7 @@ func TestSpoofedHeadersNeverReachHub(t *testing.T) {
 		"X-Stargate-Max-Wait-Ms": "1", "X-Stargate-Anything": "1", "X-Input-Tokens": "999999",
 		"X-Token-Estimate": "1", "X-Model": "other", "X-Routing-Key": "rk", "X-Routing-Method": "random",
 		"X-Request-Slo-Ms": "1", "X-Max-Wait-Ms": "1", "X-Inference-Server-Id": "x",
-		"Authorization": "Bearer k1",
+		"X-Stargate-Prompt-Prefix": "1.16.1.AAAAAAAAAAA", "Authorization": "Bearer k1",
 	}
 	bodies := map[string]string{
 		"/v1/chat/completions": `{"model":"m","messages":[{"role":"user","content":"x"}]}`,
@@ -153,7 +157,7 @@ func TestSpoofedHeadersNeverReachHub(t *testing.T) {
 		"/v1/embeddings":       `{"model":"m","input":"x"}`,
 	}
 	for _, feature := range []bool{false, true} {
-		o := opts{keys: []config.APIKey{{Key: "k1", Principal: "p"}}}
+		o := opts{keys: []config.APIKey{{Key: "k1", Principal: "p"}}, promptPrefix: feature}
 		if feature {
 			o.store = lastcluster.NewLRU(10, time.Minute)
 		}
@@ -183,6 +187,47 @@ func TestSpoofedHeadersNeverReachHub(t *testing.T) {
 					if got != "" {
 						t.Errorf("%s (feature %v): %s = %q reached the hub", path, feature, k, got)
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestPromptPrefixToHub: with PromptPrefix on, the hub receives the
+// gateway's own summary of the prompt (never the client's), on every
+// generating endpoint; with it off, or for embeddings, none.
+func TestPromptPrefixToHub(t *testing.T) {
+	long := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 30)
+	bodies := map[request.Endpoint]string{
+		request.Chat:        `{"model":"m","messages":[{"role":"system","content":"` + long + `"},{"role":"user","content":"hi"}]}`,
+		request.Responses:   `{"model":"m","instructions":"` + long + `","input":"hi","stream":true}`,
+		request.Completions: `{"model":"m","prompt":"` + long + `"}`,
+		request.Embeddings:  `{"model":"m","input":"` + long + `"}`,
+	}
+	spoof := map[string]string{headers.StargatePromptPrefix: "1.16.1.AAAAAAAAAAA"}
+	for _, on := range []bool{false, true} {
+		h := newHarness(t, opts{promptPrefix: on})
+		for e, body := range bodies {
+			resp, b := h.post(e.Path(), body, spoof)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%s: %d %s", e, resp.StatusCode, b)
+			}
+			req, _ := h.hub.last()
+			got := req.Header.Get(headers.StargatePromptPrefix)
+			want := ""
+			if on && e != request.Embeddings {
+				r, _ := request.Parse(e, []byte(body))
+				want = promptprefix.Header(r, []byte(body))
+				if want == "" {
+					t.Fatalf("%s: no summary for a %d-byte prompt", e, len(long))
+				}
+			}
+			if got != want {
+				t.Fatalf("on=%v %s: hub got x-stargate-prompt-prefix %q, want %q", on, e, got, want)
+			}
+			if got != "" {
+				if s, err := prefixhash.ParseHeader(got); err != nil || s.TotalBlocks < len(long)/prefixhash.DefaultBlockBytes {
+					t.Fatalf("%s: header %q: %+v, %v", e, got, s, err)
 				}
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stargate-router/stargate/hub/internal/prefixindex"
 	"github.com/stargate-router/stargate/hub/internal/sim"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/workload"
@@ -61,6 +62,10 @@ type config struct {
 	// and --backend-affinity-load-factor.
 	backendAffinity string
 	loadFactor      float64
+	// prefixIndex is the hub's --prefix-index-* flags; prefixMark says
+	// when a prefix-aware decision's cluster becomes a holder.
+	prefixIndex prefixindex.Config
+	prefixMark  string
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -91,6 +96,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.quiet, "quiet", false, "do not print the table to stdout")
 	fs.StringVar(&c.backendAffinity, "backend-affinity", "on", "the hub's --backend-affinity: on (by affinity key, bounded load) or off (round robin) inside a cluster")
 	fs.Float64Var(&c.loadFactor, "backend-affinity-load-factor", state.DefaultBackendAffinityLoadFactor, "the hub's --backend-affinity-load-factor (0: no bound)")
+	fs.IntVar(&c.prefixIndex.MaxNodes, "prefix-index-max-nodes", prefixindex.DefaultMaxNodes, "the hub's --prefix-index-max-nodes: prompt-prefix checkpoints its prefix index keeps")
+	fs.IntVar(&c.prefixIndex.MaxHoldersPerNode, "prefix-index-max-holders", prefixindex.DefaultMaxHoldersPerNode, "the hub's --prefix-index-max-holders: clusters one checkpoint remembers")
+	fs.DurationVar(&c.prefixIndex.TTL, "prefix-index-ttl", prefixindex.DefaultTTL, "the hub's --prefix-index-ttl: how long a holder counts after its last mark")
+	fs.StringVar(&c.prefixMark, "prefix-mark", "headers", "when a prefix-aware decision's cluster becomes a holder: headers (its 2xx headers reach the hub, after prefill, as the live hub does) or dispatch (at once; a what-if)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -169,7 +178,14 @@ func (c *config) do(stdout io.Writer) error {
 	if err := state.CheckBackendAffinityLoadFactor(c.loadFactor); err != nil {
 		return fmt.Errorf("--backend-affinity-load-factor %w", err)
 	}
-	opts := sim.Options{Seed: c.seed, State: []state.Option{state.BackendAffinity(c.backendAffinity == "on", c.loadFactor)}}
+	if err := checkPrefixIndex(c.prefixIndex); err != nil {
+		return err
+	}
+	if c.prefixMark != "headers" && c.prefixMark != "dispatch" {
+		return fmt.Errorf("--prefix-mark %q: want headers or dispatch", c.prefixMark)
+	}
+	opts := sim.Options{Seed: c.seed, State: []state.Option{state.BackendAffinity(c.backendAffinity == "on", c.loadFactor)},
+		PrefixIndex: c.prefixIndex, MarkPrefixAtDispatch: c.prefixMark == "dispatch"}
 	rep, err := sim.Compare(p, fleet, arms, opts, c.parallel)
 	if err != nil {
 		return err
@@ -196,4 +212,20 @@ func (c *config) do(stdout io.Writer) error {
 		_, err = stdout.Write(md.Bytes())
 	}
 	return err
+}
+
+// checkPrefixIndex validates the --prefix-index-* flags with the hub's
+// bounds, naming the flag.
+func checkPrefixIndex(x prefixindex.Config) error {
+	var errs []error
+	if x.MaxNodes < prefixindex.MinNodes || x.MaxNodes > prefixindex.MaxNodesLimit {
+		errs = append(errs, fmt.Errorf("--prefix-index-max-nodes: must be %d to %d, got %d", prefixindex.MinNodes, prefixindex.MaxNodesLimit, x.MaxNodes))
+	}
+	if x.MaxHoldersPerNode < 1 || x.MaxHoldersPerNode > prefixindex.MaxHoldersLimit {
+		errs = append(errs, fmt.Errorf("--prefix-index-max-holders: must be 1 to %d, got %d", prefixindex.MaxHoldersLimit, x.MaxHoldersPerNode))
+	}
+	if x.TTL < time.Millisecond {
+		errs = append(errs, fmt.Errorf("--prefix-index-ttl: must be at least 1ms, got %v", x.TTL))
+	}
+	return errors.Join(errs...)
 }

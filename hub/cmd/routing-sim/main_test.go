@@ -128,3 +128,45 @@ func TestErrors(t *testing.T) {
 		t.Errorf("unknown flag: exit %d, want 2", code)
 	}
 }
+
+// The --prefix-* flags reach the prefix-aware arms' hub (a 1 ms TTL
+// forgets every holder before the next turn asks, so no lookup hits) and
+// are validated with the flag's name.
+func TestPrefixFlags(t *testing.T) {
+	dir := t.TempDir()
+	path, _ := writeWorkload(t, dir)
+	hits := func(args ...string) uint64 {
+		t.Helper()
+		js := filepath.Join(dir, "p.json")
+		var out, errb bytes.Buffer
+		if code := run(append([]string{"--workload", path, "--arms", "prefix-affinity", "--quiet", "--json", js}, args...), &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		b, err := os.ReadFile(js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep sim.Report
+		if err := json.Unmarshal(b, &rep); err != nil || rep.Arms[0].Prefix.Index == nil {
+			t.Fatalf("report %s: %v", b, err)
+		}
+		return rep.Arms[0].Prefix.Index.Hits
+	}
+	if h := hits(); h == 0 {
+		t.Error("default TTL: no lookup found a holder")
+	}
+	if h := hits("--prefix-index-ttl", "1ms"); h != 0 {
+		t.Errorf("1 ms TTL: %d lookups found a holder", h)
+	}
+	if h := hits("--prefix-mark", "dispatch", "--prefix-index-max-holders", "1", "--prefix-index-max-nodes", "4096"); h == 0 {
+		t.Error("marking at dispatch: no lookup found a holder")
+	}
+	for _, c := range []struct{ flag, value string }{
+		{"--prefix-mark", "soon"}, {"--prefix-index-ttl", "0s"}, {"--prefix-index-max-nodes", "10"}, {"--prefix-index-max-holders", "0"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run([]string{"--workload", path, c.flag, c.value}, &out, &errb); code != 1 || !strings.Contains(errb.String(), c.flag) {
+			t.Errorf("%s %s: exit %d, %q", c.flag, c.value, code, errb.String())
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/lbconfig"
 	"github.com/stargate-router/stargate/hub/internal/lbfactory"
 	"github.com/stargate-router/stargate/hub/internal/lbreload"
+	"github.com/stargate-router/stargate/hub/internal/prefixindex"
 	"github.com/stargate-router/stargate/hub/internal/proxy"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
@@ -38,9 +39,12 @@ type App struct {
 	proxy   *proxy.Proxy
 	// lb holds the active lb-config generation; watch, when set, reloads
 	// it as the file changes.
-	lb      *lbreload.Reloader
-	watch   *filewatch.Watcher
-	reg     *registrar
+	lb    *lbreload.Reloader
+	watch *filewatch.Watcher
+	reg   *registrar
+	// prefix remembers which clusters hold which prompt prefixes, for
+	// prefix-aware routes.
+	prefix  *prefixindex.Index
 	ready   serve.Readiness
 	api     serve.Server
 	metrics serve.Server
@@ -96,6 +100,12 @@ func New(cfg Config, log *slog.Logger, version string) (*App, error) {
 		return nil, err
 	}
 	pcfg.Breakers = a.reg.breakers
+	if a.prefix, err = prefixindex.New(cfg.PrefixIndex(), clk); err != nil {
+		_ = backendLn.Close()
+		return nil, fmt.Errorf("prefix index: %w", err)
+	}
+	pcfg.Prefix = a.prefix
+	reg.MustRegister(newPrefixCollector(cfg.MetricsPrefix, a.prefix, cfg.PrefixIndex()))
 	a.proxy = proxy.New(pcfg, a.store, a.tunnels, gen.Resolver)
 	a.proxy.SetGeneration(proxyGeneration(gen))
 	if err := a.listen(reg, backendLn); err != nil {
@@ -308,6 +318,7 @@ func (a *App) Run(ctx context.Context) error {
 			}
 		})
 	}
+	wg.Go(func() { sweepPrefixes(tctx, clock.Real{}, a.prefix, a.store, sweepInterval(a.cfg.PrefixIndexTTL)) })
 	a.log.Info("listening", "listener", "backend", "addr", a.backend.Listener.Addr().String())
 	a.ready.Set(true)
 	err := serve.Run(ctx, a.log, a.cfg.Drain, func() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stargate-router/stargate/hub/internal/breaker"
 	"github.com/stargate-router/stargate/hub/internal/filewatch"
+	"github.com/stargate-router/stargate/hub/internal/prefixindex"
 	"github.com/stargate-router/stargate/hub/internal/proxy"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/cli"
@@ -76,6 +77,11 @@ type Config struct {
 	// request's affinity key under a load bound, or round robin.
 	BackendAffinity           string
 	BackendAffinityLoadFactor float64
+	// PrefixIndexMaxNodes, PrefixIndexMaxHolders and PrefixIndexTTL bound
+	// the prefix index that prefix-aware routes read (prefixindex.Config).
+	PrefixIndexMaxNodes   int
+	PrefixIndexMaxHolders int
+	PrefixIndexTTL        time.Duration
 
 	// Who may call each listener. Every listener that serves callers
 	// authenticates them unless an insecure flag says otherwise: a
@@ -106,6 +112,8 @@ func DefaultConfig() Config {
 		MaxWaitingRequests: proxy.DefaultMaxWaitingRequests, ReturningSessionPriority: true,
 		LBConfigWatch: true, LBConfigReloadDebounce: filewatch.DefaultDebounce,
 		BackendAffinity: "on", BackendAffinityLoadFactor: state.DefaultBackendAffinityLoadFactor,
+		PrefixIndexMaxNodes: prefixindex.DefaultMaxNodes, PrefixIndexMaxHolders: prefixindex.DefaultMaxHoldersPerNode,
+		PrefixIndexTTL: prefixindex.DefaultTTL,
 	}
 }
 
@@ -148,6 +156,9 @@ func (c *Config) Register(fs *cli.FlagSet) {
 	fs.Millis(&c.BreakerCoolDown, "proxy-breaker-cool-down-ms", "HUB_PROXY_BREAKER_COOL_DOWN_MS", d.BreakerCoolDown, "how long an open breaker refuses before it lets one probe through; doubles while probes fail, up to 60 s")
 	fs.String(&c.BackendAffinity, "backend-affinity", "HUB_BACKEND_AFFINITY", d.BackendAffinity, "on: inside the chosen cluster, a request goes to the backend its x-cache-affinity-key prefers (rendezvous hash) unless that one is full or over the load bound, and a request without a key to the least loaded backend; off: round robin, as upstream Stargate")
 	fs.Float64(&c.BackendAffinityLoadFactor, "backend-affinity-load-factor", "HUB_BACKEND_AFFINITY_LOAD_FACTOR", d.BackendAffinityLoadFactor, "with --backend-affinity on, a backend keeps its keys while it carries at most this times the cluster's mean requests in flight (plus one); >= 1, or 0 for no bound (only a full backend moves a key)")
+	fs.Int(&c.PrefixIndexMaxNodes, "prefix-index-max-nodes", "HUB_PREFIX_INDEX_MAX_NODES", d.PrefixIndexMaxNodes, "prompt-prefix checkpoints the hub remembers for prefix-aware routes (about 104 bytes each at 8 holders: the default bounds the index at 104 MiB); the least recently marked go first")
+	fs.Int(&c.PrefixIndexMaxHolders, "prefix-index-max-holders", "HUB_PREFIX_INDEX_MAX_HOLDERS", d.PrefixIndexMaxHolders, "clusters one prompt-prefix checkpoint remembers as holders; a newer holder replaces the one marked longest ago")
+	fs.Duration(&c.PrefixIndexTTL, "prefix-index-ttl", "HUB_PREFIX_INDEX_TTL", d.PrefixIndexTTL, "a cluster stops counting as a holder of a prompt prefix this long after it last served a request with it (engines evict cold prefixes without telling the hub)")
 	fs.Millis(&c.StartupGrace, "proxy-startup-grace-ms", "HUB_PROXY_STARTUP_GRACE_MS", d.StartupGrace, "for this long after start every model counts as known (pylons are still reconnecting): a request for one without a backend waits instead of 404; 0 disables")
 	fs.String(&c.LBConfigPath, "lb-config-path", "HUB_LB_CONFIG_PATH", "", "lb-config.json: algorithms per model; reloaded on SIGHUP and, with --lb-config-watch, when it changes (an invalid file is rejected and the old config keeps serving); unset allows every algorithm with default settings")
 	fs.Bool(&c.LBConfigWatch, "lb-config-watch", "HUB_LB_CONFIG_WATCH", d.LBConfigWatch, "watch --lb-config-path's directory and reload the file when it changes (editor renames and ConfigMap ..data swaps included); SIGHUP reloads either way")
@@ -213,6 +224,17 @@ func (c *Config) Validate() error {
 	}
 	if err := state.CheckBackendAffinityLoadFactor(c.BackendAffinityLoadFactor); err != nil {
 		errs = append(errs, fmt.Errorf("--backend-affinity-load-factor %w", err))
+	}
+	if c.PrefixIndexMaxNodes < prefixindex.MinNodes || c.PrefixIndexMaxNodes > prefixindex.MaxNodesLimit {
+		errs = append(errs, fmt.Errorf("--prefix-index-max-nodes (HUB_PREFIX_INDEX_MAX_NODES): must be %d to %d, got %d",
+			prefixindex.MinNodes, prefixindex.MaxNodesLimit, c.PrefixIndexMaxNodes))
+	}
+	if c.PrefixIndexMaxHolders < 1 || c.PrefixIndexMaxHolders > prefixindex.MaxHoldersLimit {
+		errs = append(errs, fmt.Errorf("--prefix-index-max-holders (HUB_PREFIX_INDEX_MAX_HOLDERS): must be 1 to %d, got %d",
+			prefixindex.MaxHoldersLimit, c.PrefixIndexMaxHolders))
+	}
+	if c.PrefixIndexTTL < time.Millisecond {
+		errs = append(errs, fmt.Errorf("--prefix-index-ttl (HUB_PREFIX_INDEX_TTL): must be at least 1ms, got %v", c.PrefixIndexTTL))
 	}
 	if c.StartupGrace < 0 {
 		errs = append(errs, errors.New("--proxy-startup-grace-ms: must be >= 0"))
@@ -281,3 +303,8 @@ func (c *Config) Tracing(version string) obs.TracingConfig {
 // ServiceName is the hub's OpenTelemetry service.name, named like the
 // gateway's (stargate-gateway) so a trace reads tier by tier.
 const ServiceName = "stargate-hub"
+
+// PrefixIndex is the prefix index's configuration.
+func (c *Config) PrefixIndex() prefixindex.Config {
+	return prefixindex.Config{MaxNodes: c.PrefixIndexMaxNodes, MaxHoldersPerNode: c.PrefixIndexMaxHolders, TTL: c.PrefixIndexTTL}
+}

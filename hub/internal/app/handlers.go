@@ -73,6 +73,8 @@ func (a *App) serveDebug(w http.ResponseWriter, _ *http.Request) {
 		// Sessions answered away from their own cluster since start, by
 		// target and reason (stargate_session_escapes_total).
 		"session_escapes": a.proxy.Escapes(),
+		// The prefix index's size and counters (prefix-aware routes).
+		"prefix_index": a.prefix.Stats(),
 	})
 }
 

@@ -39,6 +39,12 @@ type Route struct {
 	// queue the hub had not counted
 	// (docs/design/hub-request.md#queue-refusals).
 	AffinityWait time.Duration
+	// UsesPrefix reports that the algorithm reads Request.Prefix (the
+	// prefix-affinity algorithm, or prefix_affinity on wait-and-widen and
+	// pulsar-wait-and-widen). The proxy looks the prompt's summary up in
+	// its prefix index only for such routes, so every other algorithm pays
+	// nothing for it (docs/load-balancing.md#content-prefix-affinity).
+	UsesPrefix bool
 }
 
 // Resolver picks the Route for a routing target and the requested

@@ -29,6 +29,7 @@ type scenario struct {
 	settings map[string]any // the detailed lb-config entry
 	excluded int            // cluster-0000 (and cluster-0001) excluded
 	hint     bool           // a last-cluster hint that promotes (pulsar-wait-and-widen only)
+	prefix   bool           // every request carries a prompt summary with 64 holders
 }
 
 // wnw is upstream's wait-and-widen tuning: one bucket (B = 10^6 ms),
@@ -77,6 +78,30 @@ var scenarios = []scenario{
 	{name: "round-robin-multi-excluded", settings: map[string]any{"algorithm": "round-robin"}, excluded: 2},
 	{name: "pulsar-wait-and-widen", settings: wnw("pulsar-wait-and-widen", map[string]any{"last_cluster_affinity": true})},
 	{name: "pulsar-wait-and-widen-last-cluster-hint", settings: wnw("pulsar-wait-and-widen", map[string]any{"last_cluster_affinity": true}), hint: true},
+	{name: "prefix-affinity", settings: map[string]any{"algorithm": "prefix-affinity"}, prefix: true},
+	{name: "prefix-affinity-one-excluded", settings: map[string]any{"algorithm": "prefix-affinity"}, prefix: true, excluded: 1},
+	{name: "prefix-affinity-no-summary", settings: map[string]any{"algorithm": "prefix-affinity"}},
+	{name: "wait-and-widen-affinity-prefix", settings: wnw("wait-and-widen", map[string]any{
+		"cache_affinity_virtual_nodes": 150, "cache_affinity_backend_selection_count": 2, "prefix_affinity": true}), prefix: true},
+	{name: "pulsar-wait-and-widen-prefix", settings: wnw("pulsar-wait-and-widen", map[string]any{"last_cluster_affinity": true, "prefix_affinity": true}), prefix: true},
+}
+
+// prefixBlocks is the length of the benchmark prompts in blocks (stride 2).
+const prefixBlocks = 128
+
+// prefixHolders is the summary match of request i: all 64 clusters hold a
+// prefix, cluster (i+j) mod 64 the j-th longest (128−2j blocks), so the
+// band is two clusters and its place moves with the request.
+func prefixHolders(n int) []routing.PrefixMatch {
+	out := make([]routing.PrefixMatch, n)
+	for v := range out {
+		m := routing.PrefixMatch{TotalBlocks: prefixBlocks, BlockTokens: 16, Stride: 2} // 128 blocks: stride 2
+		for j := range n {
+			m.Holders = append(m.Holders, routing.PrefixHolder{ClusterID: fmt.Sprintf("cluster-%04d", (v+j)%n), Blocks: max(prefixBlocks-2*j, 1)})
+		}
+		out[v] = m
+	}
+	return out
 }
 
 // setup parses the scenario's lb-config and returns its resolver.
@@ -106,6 +131,7 @@ type runner struct {
 	target   routing.Target
 	keys     []string
 	hints    []string
+	prefixes []routing.PrefixMatch
 	excluded []string
 	rng      *rand.Rand
 	start    time.Time
@@ -126,6 +152,9 @@ func newRunner(tb testing.TB, sc scenario) *runner {
 	for i := range sc.excluded {
 		r.excluded = append(r.excluded, fmt.Sprintf("cluster-%04d", i))
 	}
+	if sc.prefix {
+		r.prefixes = prefixHolders(candidates)
+	}
 	if sc.hint {
 		// The hint names each key's rank-3 cluster, so every decision
 		// classifies the request as returning and promotes.
@@ -143,6 +172,9 @@ func (r *runner) choose(i int) (routing.Decision, bool) {
 	r.req.ReceivedAt = r.start
 	if r.hints != nil {
 		r.req.LastClusterID = r.hints[i%len(r.hints)]
+	}
+	if r.prefixes != nil {
+		r.req.Prefix = r.prefixes[i%len(r.prefixes)]
 	}
 	route, oerr := r.res.Resolve(r.target, "")
 	if oerr != nil {

@@ -14,12 +14,13 @@ const (
 	Random
 	Pulsar
 	PulsarWaitAndWiden
+	PrefixAffinity
 	numAlgorithms = iota
 )
 
 // algorithms lists every algorithm in a fixed order (the permissive
 // default offers all of them).
-var algorithms = [...]Algorithm{PowerOfN, WaitAndWiden, RoundRobin, Random, Pulsar, PulsarWaitAndWiden}
+var algorithms = [...]Algorithm{PowerOfN, WaitAndWiden, RoundRobin, Random, Pulsar, PulsarWaitAndWiden, PrefixAffinity}
 
 // AllAlgorithms returns every algorithm in a fixed order. It returns an
 // array, a copy, so no caller can change the list.
@@ -32,6 +33,7 @@ var canonicalNames = [numAlgorithms + 1]string{
 	Random:             "random",
 	Pulsar:             "pulsar",
 	PulsarWaitAndWiden: "pulsar-wait-and-widen",
+	PrefixAffinity:     "prefix-affinity",
 }
 
 // fileNames are the names lb-config.json accepts, exactly as written: the
@@ -47,6 +49,7 @@ var fileNames = map[string]Algorithm{
 	"random":                Random,
 	"pulsar":                Pulsar,
 	"pulsar-wait-and-widen": PulsarWaitAndWiden, "pulsar-multiregion": PulsarWaitAndWiden,
+	"prefix-affinity": PrefixAffinity,
 }
 
 // headerNames are the file names after the header normalisation (lower
@@ -104,8 +107,9 @@ func ParseMethod(v string) (Algorithm, bool) {
 	return a, ok
 }
 
-// algSet is a set of algorithms, one bit each.
-type algSet uint8
+// algSet is a set of algorithms, one bit each (bit 0 is unused: the zero
+// Algorithm is "none").
+type algSet uint16
 
 func setOf(as ...Algorithm) algSet {
 	var s algSet

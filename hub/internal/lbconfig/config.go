@@ -428,7 +428,7 @@ func decodeField(f *field, s *Settings, raw json.RawMessage) error {
 }
 
 func unknownAlgorithm(name string) error {
-	return fmt.Errorf("unknown load-balancer algorithm %q (want one of power-of-n, wait-and-widen, round-robin, random, pulsar, pulsar-wait-and-widen or an alias; names are case-sensitive)", name)
+	return fmt.Errorf("unknown load-balancer algorithm %q (want one of power-of-n, wait-and-widen, round-robin, random, pulsar, pulsar-wait-and-widen, prefix-affinity or an alias; names are case-sensitive)", name)
 }
 
 // object decodes a JSON object, refusing any other JSON type.

@@ -27,7 +27,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown top-level", `{"defaults":"random","zz":1}`, "unknown field(s): defaults, zz (want default, request_algorithms, models)", "", "defaults, zz"},
 		{"default object", `{"default":{"algorithm":"pulsar"}}`, "default: default must be an algorithm name only, not a detailed config object; it always has default settings (give settings under models or request_algorithms)", "", ""},
 		{"default number", `{"default":1}`, "default: default must be an algorithm name", "", ""},
-		{"default case-sensitive", `{"default":"Pulsar"}`, `default: unknown load-balancer algorithm "Pulsar" (want one of power-of-n, wait-and-widen, round-robin, random, pulsar, pulsar-wait-and-widen or an alias; names are case-sensitive)`, "", ""},
+		{"default case-sensitive", `{"default":"Pulsar"}`, `default: unknown load-balancer algorithm "Pulsar" (want one of power-of-n, wait-and-widen, round-robin, random, pulsar, pulsar-wait-and-widen, prefix-affinity or an alias; names are case-sensitive)`, "", ""},
 		{"entry type", `{"models":{"llama":7}}`, `models["llama"]: load-balancer model config must be an algorithm name or detailed config object`, "", ""},
 		{"entry array", `{"request_algorithms":{"pulsar":[]}}`, `request_algorithms["pulsar"]: load-balancer model config must be an algorithm name or detailed config object`, "", ""},
 		{"missing tag", `{"models":{"llama":{"seed":"x"}}}`, `models["llama"]: detailed config object needs an "algorithm" field`, "", "algorithm"},
@@ -50,6 +50,14 @@ func TestParseErrors(t *testing.T) {
 		{"rtt_tier_ms negative", `{"models":{"m":{"algorithm":"pulsar","rtt_tier_ms":-5}}}`, `models["m"]: pulsar rtt_tier_ms must be a non-negative integer, got -5`, "pulsar", "rtt_tier_ms"},
 		{"rtt_tier_ms fraction", `{"models":{"m":{"algorithm":"pulsar-wait-and-widen","rtt_tier_ms":2.5}}}`, `models["m"]: pulsar-wait-and-widen rtt_tier_ms must be a non-negative integer, got 2.5`, "pulsar-wait-and-widen", "rtt_tier_ms"},
 		{"rtt_tier_ms overflow", `{"models":{"m":{"algorithm":"pulsar","rtt_tier_ms":9223372036855}}}`, `models["m"]: pulsar rtt_tier_ms must be at most 9223372036854, got 9223372036855`, "pulsar", "rtt_tier_ms"},
+		{"split_guard range", `{"models":{"m":{"algorithm":"prefix-affinity","split_guard":1.5}}}`, `models["m"]: prefix-affinity split_guard must be between 0.0 and 1.0, got 1.5`, "prefix-affinity", "split_guard"},
+		{"split_guard negative", `{"models":{"m":{"algorithm":"prefix-affinity","split_guard":-0.2}}}`, `models["m"]: prefix-affinity split_guard must be between 0.0 and 1.0, got -0.2`, "prefix-affinity", "split_guard"},
+		{"split_guard type", `{"models":{"m":{"algorithm":"prefix-affinity","split_guard":"0.2"}}}`, `models["m"]: prefix-affinity split_guard must be a number, got "0.2"`, "prefix-affinity", "split_guard"},
+		{"split_guard elsewhere", `{"models":{"m":{"algorithm":"wait-and-widen","split_guard":0.2}}}`, `models["m"]: wait-and-widen config does not support field(s): split_guard`, "wait-and-widen", "split_guard"},
+		{"prefix-affinity fields", `{"models":{"m":{"algorithm":"prefix-affinity","n":2,"prefix_affinity":true,"seed":"x"}}}`, `models["m"]: prefix-affinity config does not support field(s): n, prefix_affinity, seed`, "prefix-affinity", "n, prefix_affinity, seed"},
+		{"prefix_affinity pulsar", `{"models":{"m":{"algorithm":"pulsar","prefix_affinity":true}}}`, `models["m"]: pulsar config does not support field(s): prefix_affinity`, "pulsar", "prefix_affinity"},
+		{"prefix_affinity type", `{"models":{"m":{"algorithm":"pulsar-wait-and-widen","prefix_affinity":"yes"}}}`, `models["m"]: pulsar-wait-and-widen prefix_affinity must be true or false, got "yes"`, "pulsar-wait-and-widen", "prefix_affinity"},
+		{"prefix-affinity comparator", `{"models":{"m":{"algorithm":"prefix-affinity","comparator":"least"}}}`, `models["m"]: prefix-affinity comparator must be one of ttft, queue-time, input-work-seconds, utilization, num-requests-queued, got "least"`, "prefix-affinity", "comparator"},
 		{"sample_count 0", `{"models":{"m":{"algorithm":"power-of-n","sample_count":0}}}`, `models["m"]: power-of-n sample_count must be between 1 and 64, got 0`, "power-of-n", "sample_count"},
 		{"sample_count 65", `{"models":{"m":{"algorithm":"powerOfN","sample_count":65}}}`, `models["m"]: power-of-n sample_count must be between 1 and 64, got 65`, "power-of-n", "sample_count"},
 		{"comparator unknown", `{"models":{"m":{"algorithm":"power-of-n","comparator":"fastest"}}}`, `models["m"]: power-of-n comparator must be one of ttft, queue-time, input-work-seconds, utilization, num-requests-queued, got "fastest"`, "power-of-n", "comparator"},
@@ -130,7 +138,7 @@ func TestDefaults(t *testing.T) {
 	want := Effective{
 		SampleCount: 2, HasComparator: true, Comparator: lb.ComparatorTTFT, VirtualNodes: 150,
 		TTFTBucketSize: 20 * time.Millisecond, NextBucketUnlockFactor: 0.25, N: 2, CacheAffinityInputTokensScale: 1,
-		ReturningPrefersLastCluster: true, RendezvousWeight: WeightMaxInputTPS, RTTTier: 0,
+		ReturningPrefersLastCluster: true, RendezvousWeight: WeightMaxInputTPS, RTTTier: 0, SplitGuard: 0.2, QueueOnSaturatedHolders: true,
 	}
 	for _, m := range []string{"pon", "ww", "pul", "nulls"} {
 		if got := *modelDef(t, c, m).Effective(); got != want {
@@ -175,6 +183,7 @@ func TestNormalisation(t *testing.T) {
 		IgnoreQueueTime: true, IgnoreInputProcessingTime: true, CacheAffinityWait: 30 * time.Millisecond,
 		CacheAffinityInputTokensScale: 0, LastClusterAffinity: true, ReturningPrefersLastCluster: false, ConsiderKVFreeTokens: true,
 		RendezvousWeight: WeightLastMeanInputTPS, RTTTier: 15 * time.Millisecond, BandWidenInterval: 0, BandWidenIntervalSet: true, FallbackMaxQueued: 2,
+		SplitGuard: 0.2, QueueOnSaturatedHolders: true,
 	}
 	if *s != want {
 		t.Errorf("set:\n got %+v\nwant %+v", *s, want)
@@ -192,6 +201,40 @@ func TestNormalisation(t *testing.T) {
 	p := modelDef(t, c, "pon").Effective()
 	if p.SampleCount != 64 || p.Comparator != lb.ComparatorNumRequestsQueued {
 		t.Errorf("pon: %+v", p)
+	}
+}
+
+// TestPrefixAffinitySettings pins prefix-affinity's defaults and the
+// prefix_affinity option of the wait-and-widen algorithms.
+func TestPrefixAffinitySettings(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `{"models":{
+		"bare":"prefix-affinity",
+		"set":{"algorithm":"prefix-affinity","comparator":"ttft","split_guard":0,"last_cluster_affinity":true,
+			"returning_prefers_last_cluster":false,"max_input_work_seconds":4},
+		"ww":{"algorithm":"wait-and-widen","prefix_affinity":true},
+		"pww":{"algorithm":"pulsar-wait-and-widen","prefix_affinity":false},
+		"ww0":"wait-and-widen"}}`)
+	b := modelDef(t, c, "bare")
+	if e := b.Effective(); b.Algorithm() != PrefixAffinity || e.Comparator != lb.ComparatorUtilization || e.SplitGuard != 0.2 ||
+		e.LastClusterAffinity || !e.ReturningPrefersLastCluster || e.PrefixAffinity {
+		t.Errorf("bare: %v %+v", b.Algorithm(), e)
+	}
+	if e := modelDef(t, c, "set").Effective(); e.Comparator != lb.ComparatorTTFT || e.SplitGuard != 0 || !e.LastClusterAffinity ||
+		e.ReturningPrefersLastCluster || !e.HasInputWorkLimit {
+		t.Errorf("set: %+v", e)
+	}
+	for model, want := range map[string]bool{"ww": true, "pww": false, "ww0": false} {
+		if e := modelDef(t, c, model).Effective(); e.PrefixAffinity != want {
+			t.Errorf("%s: prefix_affinity %v, want %v", model, e.PrefixAffinity, want)
+		}
+	}
+	if a, ok := ParseMethod(" Prefix_Affinity "); !ok || a != PrefixAffinity || a.String() != "prefix-affinity" {
+		t.Errorf("header name: %v %v", a, ok)
+	}
+	if d, rej := c.Compile("bare", "prefix-affinity;comparator=queue-time"); rej != nil || d.Effective().Comparator != lb.ComparatorQueueTime ||
+		d.Effective().SplitGuard != 0.2 {
+		t.Errorf("expression comparator: %v", rej)
 	}
 }
 
@@ -245,8 +288,8 @@ func TestPermissiveVsEmpty(t *testing.T) {
 	if s := p.Summary(); s != (Summary{DefaultLB: "power-of-n", ModelOverrides: 0}) {
 		t.Errorf("permissive summary %+v", s)
 	}
-	if n := len(p.Definitions()); n != 7 {
-		t.Errorf("permissive has %d definitions, want 7", n)
+	if n := len(p.Definitions()); n != 8 {
+		t.Errorf("permissive has %d definitions, want 8 (the default and all seven algorithms)", n)
 	}
 	if s := mustParse(t, `{"default":"pulsar-multiregion","models":{"a":"random","b":"pulsar"}}`).Summary(); s != (Summary{DefaultLB: "pulsar-wait-and-widen", ModelOverrides: 2}) {
 		t.Errorf("summary %+v", s)

@@ -24,6 +24,13 @@ const (
 	// on the cluster that holds its cache while that cluster has room
 	// (docs/design/algorithms.md#returning-sessions-stay-put).
 	DefaultReturningPrefersLastCluster = true
+	// DefaultSplitGuard is prefix-affinity's split_guard
+	// (docs/load-balancing.md#prefix-affinity).
+	DefaultSplitGuard = 0.2
+	// DefaultPrefixAffinityComparator is prefix-affinity's comparator:
+	// utilisation, because among clusters with a free slot the queue
+	// estimate is 0 and only utilisation still tells their load apart.
+	DefaultPrefixAffinityComparator = lb.ComparatorUtilization
 
 	// maxCount bounds counts that size allocations or loops (n, virtual
 	// nodes, selection count) so they fit an int on every platform.
@@ -69,9 +76,9 @@ type Effective struct {
 	// SampleCount is power-of-n's sample size, 1..64 (default 2).
 	SampleCount int
 	// Comparator orders clusters for power-of-n and wait-and-widen (default
-	// ttft). HasComparator is false for pulsar-wait-and-widen, which
-	// compares by least queue time, then utilisation
-	// (docs/design/algorithms.md#pulsar-wait-and-widen).
+	// ttft) and prefix-affinity (default utilization). HasComparator is
+	// false for pulsar-wait-and-widen, which compares by least queue time,
+	// then utilisation (docs/design/algorithms.md#pulsar-wait-and-widen).
 	Comparator    lb.Comparator
 	HasComparator bool
 	// Seed salts pulsar and affinity-ring hashes (default "").
@@ -110,9 +117,21 @@ type Effective struct {
 	// (docs/design/hub-request.md#session-classification).
 	LastClusterAffinity bool
 	// ReturningPrefersLastCluster chooses a returning session's last
-	// cluster before the rest of its affinity group whenever it has room
-	// (default true; off is upstream Stargate's behaviour).
+	// cluster before the rest of its affinity group (prefix-affinity:
+	// before the prefix index's holders) whenever it has room (default
+	// true; off is upstream Stargate's behaviour, and for prefix-affinity
+	// lets the index alone decide).
 	ReturningPrefersLastCluster bool
+	// PrefixAffinity is the wait-and-widen algorithms' prefix_affinity
+	// option (default false): the prompt's prefix holders lead the
+	// affinity order
+	// (docs/load-balancing.md#prefix_affinity-on-wait-and-widen-and-pulsar-wait-and-widen).
+	PrefixAffinity bool
+	// SplitGuard is prefix-affinity's split_guard in [0, 1] (default 0.2).
+	SplitGuard float64
+	// QueueOnSaturatedHolders is prefix-affinity's
+	// queue_on_saturated_holders (default true).
+	QueueOnSaturatedHolders bool
 
 	// ConsiderKVFreeTokens skips clusters without enough free KV cache.
 	ConsiderKVFreeTokens bool
@@ -178,6 +197,11 @@ func newDefinition(alg Algorithm, s Settings) (*Definition, error) {
 		N:                             DefaultN,
 		CacheAffinityInputTokensScale: DefaultInputTokensScale,
 		ReturningPrefersLastCluster:   DefaultReturningPrefersLastCluster,
+		SplitGuard:                    DefaultSplitGuard,
+		QueueOnSaturatedHolders:       true,
+	}
+	if alg == PrefixAffinity {
+		e.Comparator = DefaultPrefixAffinityComparator
 	}
 	fe := func(field, format string, args ...any) error {
 		return &ConfigError{Algorithm: alg.String(), Field: field,
@@ -271,6 +295,17 @@ func newDefinition(alg Algorithm, s Settings) (*Definition, error) {
 	e.LastClusterAffinity = deref(s.LastClusterAffinity)
 	if s.ReturningPrefersLastCluster != nil {
 		e.ReturningPrefersLastCluster = *s.ReturningPrefersLastCluster
+	}
+	e.PrefixAffinity = deref(s.PrefixAffinity)
+	if s.SplitGuard != nil {
+		// NaN fails both comparisons, so it is rejected too.
+		if v := *s.SplitGuard; !(v >= 0 && v <= 1) {
+			return nil, fe("split_guard", "must be between 0.0 and 1.0, got %s", formatFloat(v))
+		}
+		e.SplitGuard = *s.SplitGuard
+	}
+	if s.QueueOnSaturatedHolders != nil {
+		e.QueueOnSaturatedHolders = *s.QueueOnSaturatedHolders
 	}
 	if s.ConsiderKVFreeTokens != nil && !alg.usesPulsarRanking() {
 		// Unreachable from a file (an unsupported field); upstream

@@ -21,7 +21,8 @@ const (
 	ClassUnavailable = "unavailable"
 	// ClassUnknownParameter: the key is not an expression parameter at all
 	// (including last_cluster_affinity, returning_prefers_last_cluster,
-	// rendezvous_weight and rtt_tier_ms, which only a file may set).
+	// rendezvous_weight, rtt_tier_ms, prefix_affinity, split_guard and
+	// queue_on_saturated_holders, which only a file may set).
 	ClassUnknownParameter = "unknown_parameter"
 	// ClassNotApplicable: the key is a parameter, but not of this
 	// algorithm.
@@ -52,16 +53,19 @@ func reject(class, format string, args ...any) *Rejection {
 // missing here is unknown_parameter. It differs from the file's field table
 // on purpose: cache_affinity_virtual_nodes is W&W-only (P-W&W ignores it),
 // comparator is refused on P-W&W up front, and none of
-// last_cluster_affinity, returning_prefers_last_cluster, rendezvous_weight
-// and rtt_tier_ms may be chosen per request: the session rules and the key
-// placement are the operator's, and two requests of one session must not
-// be routed by different ones.
+// last_cluster_affinity, returning_prefers_last_cluster, rendezvous_weight,
+// rtt_tier_ms, prefix_affinity, split_guard and queue_on_saturated_holders
+// may be chosen per request:
+// the session rules, the key placement and where a prompt's prefix gets
+// its copies (the holders every later request is routed to) are the
+// operator's, and two requests of one session must not be routed by
+// different ones.
 var exprParams = map[string]algSet{
 	"require_cache_affinity_key":             allAlgorithms,
 	"require_input_tokens":                   allAlgorithms,
 	"max_input_work_seconds":                 allAlgorithms,
 	"sample_count":                           setOf(PowerOfN),
-	"comparator":                             setOf(PowerOfN, WaitAndWiden),
+	"comparator":                             setOf(PowerOfN, WaitAndWiden, PrefixAffinity),
 	"seed":                                   setOf(Pulsar, WaitAndWiden, PulsarWaitAndWiden),
 	"consider_kv_free_tokens":                pulSet,
 	"n":                                      wwSet,

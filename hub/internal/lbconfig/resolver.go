@@ -148,6 +148,7 @@ func routeFor(d *Definition, p lb.Picker) lb.Route {
 		AdmissionConsidersKV: d.alg.usesPulsarRanking() && e.ConsiderKVFreeTokens,
 		LastClusterAffinity:  e.LastClusterAffinity,
 		AffinityWait:         e.CacheAffinityWait,
+		UsesPrefix:           d.alg == PrefixAffinity || (d.alg.usesWaitAndWiden() && e.PrefixAffinity),
 	}
 }
 

@@ -133,6 +133,10 @@ func TestRouteFields(t *testing.T) {
 		"pul2":"pulsar",
 		"ww":{"algorithm":"wait-and-widen","last_cluster_affinity":true},
 		"pww":{"algorithm":"pulsar-wait-and-widen","consider_kv_free_tokens":false,"last_cluster_affinity":true},
+		"pa":{"algorithm":"prefix-affinity","last_cluster_affinity":true},
+		"pa0":"prefix-affinity",
+		"wwp":{"algorithm":"wait-and-widen","prefix_affinity":true},
+		"pwwp":{"algorithm":"pulsar-wait-and-widen","prefix_affinity":true},
 		"rr":"round-robin"}}`)
 	fx := newFixture(t, cfg, Options{})
 	for model, want := range map[string]lb.Route{
@@ -141,6 +145,10 @@ func TestRouteFields(t *testing.T) {
 		"pul2": {Algorithm: "pulsar", AdmissionNeedsWeight: true},
 		"ww":   {Algorithm: "wait-and-widen", LastClusterAffinity: true},
 		"pww":  {Algorithm: "pulsar-wait-and-widen", AdmissionNeedsWeight: true, LastClusterAffinity: true},
+		"pa":   {Algorithm: "prefix-affinity", LastClusterAffinity: true, UsesPrefix: true},
+		"pa0":  {Algorithm: "prefix-affinity", UsesPrefix: true},
+		"wwp":  {Algorithm: "wait-and-widen", UsesPrefix: true},
+		"pwwp": {Algorithm: "pulsar-wait-and-widen", AdmissionNeedsWeight: true, UsesPrefix: true},
 		"rr":   {Algorithm: "round-robin"},
 	} {
 		got := fx.resolve(t, routing.Target{Model: model}, "")
@@ -352,8 +360,8 @@ func TestMetricsExposition(t *testing.T) {
 	fx.resolve(t, routing.Target{Model: "m"}, "wait-and-widen;n=3")
 	fx.resolve(t, routing.Target{Model: "m"}, "wait-and-widen;n=3")
 	n, err := testutil.GatherAndCount(fx.reg, "stargate_routing_expressions_total")
-	if err != nil || n != 18 {
-		t.Errorf("series = %d, %v; want 6 algorithms × 3 outcomes", n, err)
+	if err != nil || n != 21 {
+		t.Errorf("series = %d, %v; want 7 algorithms × 3 outcomes", n, err)
 	}
 	if fx.count(WaitAndWiden, outcomeBuild) != 1 || fx.count(WaitAndWiden, outcomeHit) != 1 {
 		t.Error("counts")
@@ -364,6 +372,9 @@ func TestMetricsExposition(t *testing.T) {
 stargate_routing_expressions_total{algorithm="power-of-n",cache="build"} 0
 stargate_routing_expressions_total{algorithm="power-of-n",cache="hit"} 0
 stargate_routing_expressions_total{algorithm="power-of-n",cache="rebuild"} 0
+stargate_routing_expressions_total{algorithm="prefix-affinity",cache="build"} 0
+stargate_routing_expressions_total{algorithm="prefix-affinity",cache="hit"} 0
+stargate_routing_expressions_total{algorithm="prefix-affinity",cache="rebuild"} 0
 stargate_routing_expressions_total{algorithm="pulsar",cache="build"} 0
 stargate_routing_expressions_total{algorithm="pulsar",cache="hit"} 0
 stargate_routing_expressions_total{algorithm="pulsar",cache="rebuild"} 0

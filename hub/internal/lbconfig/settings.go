@@ -58,7 +58,8 @@ type Settings struct {
 	// power-of-n.
 	SampleCount *uint64 `json:"sample_count,omitempty"`
 
-	// power-of-n and wait-and-widen (rejected for pulsar-wait-and-widen).
+	// power-of-n, wait-and-widen and prefix-affinity (rejected for
+	// pulsar-wait-and-widen).
 	Comparator *lb.Comparator `json:"comparator,omitempty"`
 
 	// pulsar, wait-and-widen and pulsar-wait-and-widen.
@@ -77,8 +78,11 @@ type Settings struct {
 	IgnoreInputProcessingTime          *bool    `json:"ignore_input_processing_time,omitempty"`
 	CacheAffinityWaitMs                *uint64  `json:"cache_affinity_wait_ms,omitempty"`
 	CacheAffinityInputTokensScale      *float64 `json:"cache_affinity_input_tokens_scale,omitempty"`
-	LastClusterAffinity                *bool    `json:"last_cluster_affinity,omitempty"`
-	ReturningPrefersLastCluster        *bool    `json:"returning_prefers_last_cluster,omitempty"`
+	PrefixAffinity                     *bool    `json:"prefix_affinity,omitempty"`
+
+	// wait-and-widen, pulsar-wait-and-widen and prefix-affinity.
+	LastClusterAffinity         *bool `json:"last_cluster_affinity,omitempty"`
+	ReturningPrefersLastCluster *bool `json:"returning_prefers_last_cluster,omitempty"`
 
 	// pulsar and pulsar-wait-and-widen.
 	ConsiderKVFreeTokens *bool             `json:"consider_kv_free_tokens,omitempty"`
@@ -88,6 +92,10 @@ type Settings struct {
 	// pulsar-wait-and-widen only.
 	BandWidenIntervalMs *uint64 `json:"band_widen_interval_ms,omitempty"`
 	FallbackMaxQueued   *uint64 `json:"fallback_max_queued,omitempty"`
+
+	// prefix-affinity only.
+	SplitGuard              *float64 `json:"split_guard,omitempty"`
+	QueueOnSaturatedHolders *bool    `json:"queue_on_saturated_holders,omitempty"`
 }
 
 // fieldKind is a field's JSON type.
@@ -118,6 +126,9 @@ type field struct {
 var (
 	wwSet  = setOf(WaitAndWiden, PulsarWaitAndWiden)
 	pulSet = setOf(Pulsar, PulsarWaitAndWiden)
+	// sessionSet is where session classification exists: the two
+	// wait-and-widen algorithms and prefix-affinity.
+	sessionSet = setOf(WaitAndWiden, PulsarWaitAndWiden, PrefixAffinity)
 )
 
 // fields is every Settings field. The order is the order the parser decodes
@@ -129,7 +140,7 @@ var fields = []field{
 	{name: "sample_count", algs: setOf(PowerOfN), kind: kindUint, u: func(s *Settings) **uint64 { return &s.SampleCount }},
 	// pulsar-wait-and-widen accepts comparator at parse time and then
 	// rejects it with its own message, as upstream Stargate's factory does.
-	{name: "comparator", algs: setOf(PowerOfN, WaitAndWiden, PulsarWaitAndWiden), kind: kindComparator},
+	{name: "comparator", algs: setOf(PowerOfN, WaitAndWiden, PulsarWaitAndWiden, PrefixAffinity), kind: kindComparator},
 	{name: "seed", algs: setOf(Pulsar, WaitAndWiden, PulsarWaitAndWiden), kind: kindString, s: func(s *Settings) **string { return &s.Seed }},
 	{name: "cache_affinity_virtual_nodes", algs: wwSet, kind: kindUint, u: func(s *Settings) **uint64 { return &s.CacheAffinityVirtualNodes }},
 	{name: "cache_affinity_backend_selection_count", algs: wwSet, kind: kindUint, u: func(s *Settings) **uint64 { return &s.CacheAffinityBackendSelectionCount }},
@@ -143,18 +154,25 @@ var fields = []field{
 	{name: "ignore_input_processing_time", algs: wwSet, kind: kindBool, b: func(s *Settings) **bool { return &s.IgnoreInputProcessingTime }},
 	{name: "cache_affinity_wait_ms", algs: wwSet, kind: kindUint, u: func(s *Settings) **uint64 { return &s.CacheAffinityWaitMs }},
 	{name: "cache_affinity_input_tokens_scale", algs: wwSet, kind: kindFloat, f: func(s *Settings) **float64 { return &s.CacheAffinityInputTokensScale }},
-	// last_cluster_affinity lives in the shared wait-and-widen settings, so
-	// every other algorithm rejects it as an unsupported field, with the
-	// same message as any other field it does not take.
-	{name: "last_cluster_affinity", algs: wwSet, kind: kindBool, b: func(s *Settings) **bool { return &s.LastClusterAffinity }},
+	// prefix_affinity changes the affinity order of the wait-and-widen
+	// algorithms; prefix-affinity is built on the prefix and needs no
+	// switch.
+	{name: "prefix_affinity", algs: wwSet, kind: kindBool, b: func(s *Settings) **bool { return &s.PrefixAffinity }},
+	// last_cluster_affinity is accepted only by the algorithms that
+	// classify sessions, so every other algorithm rejects it as an
+	// unsupported field, with the same message as any other field it does
+	// not take.
+	{name: "last_cluster_affinity", algs: sessionSet, kind: kindBool, b: func(s *Settings) **bool { return &s.LastClusterAffinity }},
 	// returning_prefers_last_cluster refines last_cluster_affinity, so it
 	// is accepted where that is; it is inert while that is off.
-	{name: "returning_prefers_last_cluster", algs: wwSet, kind: kindBool, b: func(s *Settings) **bool { return &s.ReturningPrefersLastCluster }},
+	{name: "returning_prefers_last_cluster", algs: sessionSet, kind: kindBool, b: func(s *Settings) **bool { return &s.ReturningPrefersLastCluster }},
 	{name: "consider_kv_free_tokens", algs: pulSet, kind: kindBool, b: func(s *Settings) **bool { return &s.ConsiderKVFreeTokens }},
 	{name: "rendezvous_weight", algs: pulSet, kind: kindWeight},
 	{name: "rtt_tier_ms", algs: pulSet, kind: kindUint, u: func(s *Settings) **uint64 { return &s.RTTTierMs }},
 	{name: "band_widen_interval_ms", algs: setOf(PulsarWaitAndWiden), kind: kindUint, u: func(s *Settings) **uint64 { return &s.BandWidenIntervalMs }},
 	{name: "fallback_max_queued", algs: setOf(PulsarWaitAndWiden), kind: kindUint, u: func(s *Settings) **uint64 { return &s.FallbackMaxQueued }},
+	{name: "split_guard", algs: setOf(PrefixAffinity), kind: kindFloat, f: func(s *Settings) **float64 { return &s.SplitGuard }},
+	{name: "queue_on_saturated_holders", algs: setOf(PrefixAffinity), kind: kindBool, b: func(s *Settings) **bool { return &s.QueueOnSaturatedHolders }},
 }
 
 var fieldIndex = func() map[string]*field {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/lb/powerofn"
+	"github.com/stargate-router/stargate/hub/internal/lb/prefixaffinity"
 	"github.com/stargate-router/stargate/hub/internal/lb/pulsar"
 	"github.com/stargate-router/stargate/hub/internal/lb/pwnw"
 	"github.com/stargate-router/stargate/hub/internal/lb/random"
@@ -40,6 +41,10 @@ func New(def *lbconfig.Definition) (lb.Picker, error) {
 		c.BandWidenInterval, c.BandWidenSet = e.BandWidenInterval, e.BandWidenIntervalSet
 		c.FallbackMaxQueued = e.FallbackMaxQueued
 		return pwnw.New(c)
+	case lbconfig.PrefixAffinity:
+		return prefixaffinity.New(prefixaffinity.Config{Comparator: e.Comparator, SplitGuard: e.SplitGuard,
+			LastClusterAffinity: e.LastClusterAffinity, PreferLastCluster: e.ReturningPrefersLastCluster,
+			QueueOnSaturatedHolders: e.QueueOnSaturatedHolders})
 	}
 	return nil, fmt.Errorf("no load balancer for algorithm %v", def.Algorithm())
 }
@@ -65,6 +70,7 @@ func waitAndWiden(e *lbconfig.Effective) wnw.Config {
 		InputTokensScale:          e.CacheAffinityInputTokensScale,
 		LastClusterAffinity:       e.LastClusterAffinity,
 		ReturningPrefersLast:      e.ReturningPrefersLastCluster,
+		PrefixAffinity:            e.PrefixAffinity,
 	}
 }
 

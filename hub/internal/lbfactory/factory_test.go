@@ -6,6 +6,7 @@ import (
 
 	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/lb/powerofn"
+	"github.com/stargate-router/stargate/hub/internal/lb/prefixaffinity"
 	"github.com/stargate-router/stargate/hub/internal/lb/pulsar"
 	"github.com/stargate-router/stargate/hub/internal/lb/pwnw"
 	"github.com/stargate-router/stargate/hub/internal/lb/random"
@@ -80,8 +81,23 @@ func TestEveryAlgorithm(t *testing.T) {
 		t.Errorf("pulsar-wait-and-widen: %+v", c)
 	}
 	if c := build(t, `"pulsar-wait-and-widen"`).(*pwnw.Picker).Config(); c.BandWidenSet || c.InputTokensScale != 1 ||
-		!c.ReturningPrefersLast || c.RTTTier != 0 {
+		!c.ReturningPrefersLast || c.RTTTier != 0 || c.PrefixAffinity {
 		t.Errorf("pulsar-wait-and-widen defaults: %+v", c)
+	}
+	if c := build(t, `{"algorithm":"pulsar-wait-and-widen","prefix_affinity":true}`).(*pwnw.Picker).Config(); !c.PrefixAffinity {
+		t.Errorf("prefix_affinity did not reach pulsar-wait-and-widen: %+v", c)
+	}
+	if c := build(t, `{"algorithm":"wait-and-widen","prefix_affinity":true}`).(*wnw.Picker).Config(); !c.PrefixAffinity {
+		t.Errorf("prefix_affinity did not reach wait-and-widen: %+v", c)
+	}
+
+	pa, ok := build(t, `{"algorithm":"prefix-affinity","comparator":"queue-time","split_guard":0.35,"last_cluster_affinity":true,
+		"returning_prefers_last_cluster":false,"queue_on_saturated_holders":false}`).(*prefixaffinity.Picker)
+	if want := (prefixaffinity.Config{Comparator: lb.ComparatorQueueTime, SplitGuard: 0.35, LastClusterAffinity: true}); !ok || pa.Config() != want {
+		t.Errorf("prefix-affinity: %#v", pa)
+	}
+	if pa := build(t, `"prefix-affinity"`).(*prefixaffinity.Picker); pa.Config() != prefixaffinity.DefaultConfig() {
+		t.Errorf("prefix-affinity defaults: %+v, want %+v", pa.Config(), prefixaffinity.DefaultConfig())
 	}
 }
 

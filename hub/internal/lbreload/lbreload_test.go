@@ -297,7 +297,7 @@ stargate_lb_config_reloads_total{result="unchanged"} 0
 	if _, rej := fx.r.Current().Resolver.Resolve(routing.Target{Model: "m"}, "pulsar;seed=x"); rej != nil {
 		t.Fatal(rej)
 	}
-	if n, err := testutil.GatherAndCount(fx.reg, "stargate_routing_expressions_total"); err != nil || n != 18 {
+	if n, err := testutil.GatherAndCount(fx.reg, "stargate_routing_expressions_total"); err != nil || n != 21 {
 		t.Errorf("routing_expressions_total series: %d, %v", n, err)
 	}
 }

@@ -40,7 +40,7 @@ const (
 func (p *Proxy) tryCluster(w http.ResponseWriter, r *http.Request, req *request, st *loop, dec *routing.Decision) next {
 	clear(st.refusedBackends)
 	for {
-		b, ok := p.store.NextBackend(req.target, dec.ClusterID, req.pass.Req.AffinityKey, func(id string) bool {
+		b, ok := p.store.NextBackend(req.target, dec.ClusterID, req.innerKey(), func(id string) bool {
 			return st.failedBackends[id] || st.refusedBackends[id] || (!st.failOpen && !p.cfg.Breakers.Available(id))
 		})
 		if !ok {
@@ -114,6 +114,7 @@ func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, req *request, st
 	if err != nil {
 		return p.transportFailed(w, r, req, st, b, err)
 	}
+	p.markPrefix(req, dec, resp.StatusCode)
 	return p.answered(w, r, req, st, dec.ClusterID, b, resp, res)
 }
 
@@ -129,6 +130,9 @@ func outbound(ctx context.Context, r *http.Request, req *request, dec *routing.D
 		return nil, err
 	}
 	out.Header = forwardHeaders(r.Header)
+	if req.backendKey != "" {
+		out.Header[canonCacheAffinityKey] = []string{req.backendKey}
+	}
 	switch {
 	case allowanceMs > 0:
 		out.Header[canonExpectedQueueMs] = []string{strconv.FormatUint(max(allowanceMs, dec.QueueEstimateMs), 10)}

@@ -32,6 +32,8 @@ type Metrics struct {
 	backendWaits    *prometheus.CounterVec
 	backendWaiting  *prometheus.GaugeVec
 	deadlines       *prometheus.CounterVec
+	prefixSummaries *prometheus.CounterVec
+	prefixTiers     *prometheus.CounterVec
 }
 
 // sessionTarget is one label set of routing_session_selections_total before
@@ -98,7 +100,13 @@ func NewMetrics(reg prometheus.Registerer, prefix string) *Metrics {
 	m.deadlines = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "deadline_exceeded_total",
 		Help: "Requests ended by their x-stargate-deadline-ms, by stage: received, routing, upstream or streaming."},
 		[]string{"routing_key", "model", "stage"})
-	reg.MustRegister(m.deadlines, m.escapes)
+	m.prefixSummaries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "prefix_summaries_total",
+		Help: "Requests of prefix-aware routes by their x-stargate-prompt-prefix: ok, absent, invalid or unknown_version (the last two route as absent)."},
+		[]string{"routing_key", "model", "result"})
+	m.prefixTiers = prometheus.NewCounterVec(prometheus.CounterOpts{Name: prefix + "prefix_routed_total",
+		Help: "Requests with a prompt summary answered 2xx, by the prefix tier of the decision that served them: cache, split, overflow or load."},
+		[]string{"routing_key", "model", "tier"})
+	reg.MustRegister(m.deadlines, m.escapes, m.prefixSummaries, m.prefixTiers)
 	return m
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/pkg/headers"
 	"github.com/stargate-router/stargate/pkg/openai"
+	"github.com/stargate-router/stargate/pkg/prefixhash"
 )
 
 // MaxInputTokens is the largest x-input-tokens the hub accepts; a larger
@@ -45,6 +46,21 @@ type request struct {
 	// expired is set when the deadline ended the request before any
 	// answer was written: serve then answers the 504.
 	expired bool
+	// prefix is the prompt's summary when the route uses prefixes and the
+	// gateway sent a valid one (parsePrefix); the zero value otherwise.
+	prefix prefixhash.Summary
+	// backendKey, when set, replaces the affinity key for choosing the
+	// backend and engine inside a cluster (prefixhash.AnchorKey).
+	backendKey string
+}
+
+// innerKey is the key that picks the backend, and through the forwarded
+// x-cache-affinity-key the engine, inside the chosen cluster.
+func (req *request) innerKey() string {
+	if req.backendKey != "" {
+		return req.backendKey
+	}
+	return req.pass.Req.AffinityKey
 }
 
 // parse reads the headers in the order of
@@ -75,6 +91,7 @@ func (p *Proxy) parse(r *http.Request, gen *Generation) (*request, *openai.Error
 		return nil, oerr
 	}
 	rr.LastClusterID = lastClusterHint(h)
+	p.parsePrefix(h, req, &rr, route)
 	if oerr := parseDeadline(h, req); oerr != nil {
 		return nil, oerr
 	}

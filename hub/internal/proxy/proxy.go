@@ -107,6 +107,11 @@ type Config struct {
 	// meanwhile must wait for them, not get the 404 of a model nobody
 	// serves. 0 disables it.
 	StartupGrace time.Duration
+	// Prefix is the prefix index that prefix-aware routes read and every
+	// answered request of such a route feeds
+	// (docs/load-balancing.md#content-prefix-affinity); nil disables
+	// content-prefix routing, and those routes then see no summary.
+	Prefix PrefixIndex
 	// Breakers is the per-backend breaker; nil disables it.
 	Breakers *breaker.Set
 	// WaitingRoom is the overload policy of requests waiting for a cluster

@@ -22,7 +22,7 @@ func forwardHeaders(in http.Header) http.Header {
 }
 
 // notForwarded is the set forwardHeaders leaves out.
-var notForwarded = headers.NewSet(append([]string{"Host", headers.RoutingMethod, headers.StargateLastClusterID, headers.StargateRetryable,
+var notForwarded = headers.NewSet(append([]string{"Host", headers.RoutingMethod, headers.StargateLastClusterID, headers.StargatePromptPrefix, headers.StargateRetryable,
 	headers.StargateRetryReason, headers.StargateRetryAfterMs, headers.StargateExpectedQueueMs, headers.StargateErrorCode,
 	headers.StargateSessionState}, headers.HopByHop...)...)
 
@@ -64,6 +64,7 @@ var (
 	canonRetryReason        = http.CanonicalHeaderKey(headers.StargateRetryReason)
 	canonRetryable          = http.CanonicalHeaderKey(headers.StargateRetryable)
 	canonSessionState       = http.CanonicalHeaderKey(headers.StargateSessionState)
+	canonCacheAffinityKey   = http.CanonicalHeaderKey(headers.CacheAffinityKey)
 )
 
 // copyResponse writes the upstream answer to the client: status and headers

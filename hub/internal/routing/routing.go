@@ -146,6 +146,88 @@ type Request struct {
 	// SessionPromoted records whether that first classification moved the
 	// last cluster to the front of the affinity order (for the log).
 	SessionPromoted bool
+	// Prefix is what the hub's prefix index knew of the request's prompt
+	// when the routing pass began; the zero value means the request carried
+	// no prefix summary. Only prefix-aware algorithms read it.
+	Prefix PrefixMatch
+}
+
+// PrefixHolder is one cluster the prefix index knows to hold a prefix of a
+// request's prompt.
+type PrefixHolder struct {
+	ClusterID string
+	// Blocks is the longest prefix of the prompt, in blocks, the cluster is
+	// known to hold.
+	Blocks int
+}
+
+// PrefixMatch is what the hub's prefix index knows of one request's prompt
+// (docs/load-balancing.md#content-prefix-affinity).
+type PrefixMatch struct {
+	// TotalBlocks is the prompt's number of full blocks per the gateway's
+	// summary; 0 means no summary.
+	TotalBlocks int
+	// BlockTokens is the block size in estimated tokens.
+	BlockTokens int
+	// Stride is the distance in blocks between two checkpoints of the
+	// summary: the resolution at which the hub knows how much of the
+	// prompt a cluster holds.
+	Stride int
+	// Holders lists the clusters holding a prefix, longest prefix first,
+	// ties by ClusterID. It may name clusters outside the snapshot (a
+	// holder that left or does not serve the target); readers skip those.
+	// The slice is shared and must not be written.
+	Holders []PrefixHolder
+}
+
+// Known reports whether the request carried a prefix summary.
+func (p *PrefixMatch) Known() bool { return p.TotalBlocks > 0 }
+
+// HeldBlocks returns the blocks clusterID is known to hold, 0 if none.
+func (p *PrefixMatch) HeldBlocks(clusterID string) int {
+	for _, h := range p.Holders {
+		if h.ClusterID == clusterID {
+			return h.Blocks
+		}
+	}
+	return 0
+}
+
+// PrefixTier names how a prefix-aware decision used the prompt's prefix
+// (docs/load-balancing.md#content-prefix-affinity).
+type PrefixTier uint8
+
+// The tiers, in the order a prefix-aware algorithm tries them. The zero
+// value means the decision did not consider the prefix.
+const (
+	PrefixTierNone PrefixTier = iota
+	// PrefixTierCache: a cluster holding the prefix had room.
+	PrefixTierCache
+	// PrefixTierSplit: every holder was saturated, so another cluster under
+	// the split guard takes a copy of the prefix.
+	PrefixTierSplit
+	// PrefixTierOverflow: nothing cleared the guard; idle capacity serves the
+	// request once, without becoming a holder.
+	PrefixTierOverflow
+	// PrefixTierLoad: no cluster is known to hold any of the prompt; the
+	// least-loaded cluster serves it and becomes its first holder.
+	PrefixTierLoad
+)
+
+// String returns the label value: "cache", "split", "overflow", "load", or
+// "" for PrefixTierNone.
+func (t PrefixTier) String() string {
+	switch t {
+	case PrefixTierCache:
+		return "cache"
+	case PrefixTierSplit:
+		return "split"
+	case PrefixTierOverflow:
+		return "overflow"
+	case PrefixTierLoad:
+		return "load"
+	}
+	return ""
 }
 
 // SessionState classifies a request against its last-cluster hint.
@@ -226,6 +308,13 @@ type Decision struct {
 	Session SessionState
 	// SessionPromoted is the promoted flag of that classification.
 	SessionPromoted bool
+	// PrefixTier is the tier a prefix-aware decision used, PrefixTierNone
+	// when it did not look at the prefix.
+	PrefixTier PrefixTier
+	// PrefixMark asks the proxy to record the serving cluster as a holder of
+	// the request's prefix once its response headers arrive (cache, split
+	// and load tiers; an overflow serves without becoming a holder).
+	PrefixMark bool
 	// Wait is set only when Pick reports no choice: a positive Wait means
 	// the algorithm expects a choice after that long (a locked bucket, the
 	// affinity wait, the next band opening), so the routing pass waits and

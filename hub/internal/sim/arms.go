@@ -92,13 +92,30 @@ func builtinArms() map[string]func() map[string]any {
 			m["last_cluster_affinity"] = true
 			return m
 		},
+		"prefix-affinity": func() map[string]any { return map[string]any{"algorithm": "prefix-affinity"} },
+		"prefix-affinity+lca": func() map[string]any {
+			return map[string]any{"algorithm": "prefix-affinity", "last_cluster_affinity": true}
+		},
+		"wait-and-widen+prefix+lca": func() map[string]any {
+			m := wnwCampaign()
+			m["prefix_affinity"] = true
+			m["last_cluster_affinity"] = true
+			return m
+		},
+		"pulsar-wait-and-widen+prefix+lca": func() map[string]any {
+			m := pwnwCampaign()
+			m["prefix_affinity"] = true
+			m["last_cluster_affinity"] = true
+			return m
+		},
 	}
 }
 
 // BuiltinConfigArmNames lists the built-in lb-config arms.
 func BuiltinConfigArmNames() []string {
 	return []string{"power-of-n", "wait-and-widen", "wait-and-widen+lca", "pulsar-wait-and-widen",
-		"pulsar-wait-and-widen+lca"}
+		"pulsar-wait-and-widen+lca", "prefix-affinity", "prefix-affinity+lca", "wait-and-widen+prefix+lca",
+		"pulsar-wait-and-widen+prefix+lca"}
 }
 
 // BuiltinArmNames lists the built-in arms, greedy-ttft included.

@@ -67,12 +67,14 @@ func TestCeilingBoundsEveryArm(t *testing.T) {
 // replays: the same tokens per request, and the same cacheable tokens as
 // replaying the simulator's own prompts through one unbounded mock-engine
 // cache (lookup, commit, release with the reply), so "% of ceiling"
-// compares like with like.
+// compares like with like. The prefix suites are among the workloads: a
+// replay that left out a first turn's shared prefix (workload.Opening)
+// would count fewer tokens than the ceiling.
 func TestCeilingMatchesSimEncoding(t *testing.T) {
-	for _, w := range []*workload.Workload{
+	for _, w := range append([]*workload.Workload{
 		closedSessions(t, 4, 24, 5, 1500, 150, 40),
 		openWorkload(t, oreq{0, "s", 1, 1000, 50}, oreq{1, "", 1, 1000, 50}, oreq{5000, "s", 2, 100, 50}),
-	} {
+	}, prefixSuiteWorkloads(t)...) {
 		p := prepare(t, w, equalFleet(1, 1, 25, 1))
 		kv, err := workload.NewCeilingCache(p.BlockTokens)
 		if err != nil {

@@ -36,11 +36,23 @@
 //     max_engine_concurrency, a pinned input TPS) every interval and
 //     after a change, no sooner than the change gap; the hub applies a
 //     report half a transit RTT after it is sent.
-//   - The gateway sends the session's affinity key, and with
-//     last_cluster_affinity the last cluster that answered one of the
-//     session's requests with a 2xx (sessions named by prompt_cache_key,
-//     conversation or header only), learned when the response headers
-//     arrive.
+//   - The gateway sends the session's affinity key (a payload key of its
+//     own for a request without a session id: a one-shot, or a turn of an
+//     anonymous conversation), with last_cluster_affinity the last
+//     cluster that answered one of the session's requests with a 2xx
+//     (sessions named by prompt_cache_key, conversation or header only),
+//     learned when the response headers arrive, and the prompt's summary
+//     (pkg/prefixhash, from the same block hashes the engines' caches
+//     key, in the gateway's 16-token geometry).
+//   - For a route that reads prefixes (lb.Route.UsesPrefix) the hub keeps
+//     the hub's own prefix index (hub/internal/prefixindex) on the
+//     virtual clock, does what the proxy does with it
+//     (hub/internal/proxy/prefix.go): looks the summary up once when the
+//     request arrives, chooses the backend and the engine inside the
+//     cluster by the prompt's anchor key when the request has no session
+//     key, and marks the chosen cluster as a holder when its 2xx headers
+//     reach the hub (after the prompt's prefill, as with the mock engine)
+//     if the decision asked for it.
 //   - The greedy-ttft arm replaces the hub and the pylons' choice: it sees
 //     every engine's exact cached tokens, slots, queue and prefill backlog
 //     and sends each request to the engine with the lowest predicted TTFT.

@@ -3,15 +3,18 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/stargate-router/stargate/hub/internal/dispatch"
 	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/lbconfig"
 	"github.com/stargate-router/stargate/hub/internal/lbfactory"
+	"github.com/stargate-router/stargate/hub/internal/prefixindex"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/clock"
+	"github.com/stargate-router/stargate/pkg/prefixhash"
 )
 
 // hub is the simulated hub: the hub's own state store, which the
@@ -32,6 +35,10 @@ type hub struct {
 	target routing.Target
 	route  lb.Route
 	limits dispatch.Limits
+	// prefix is the hub's prefix index, on the simulated clock; nil unless
+	// the route reads prompt prefixes (the live hub's index stays empty
+	// for other routes: it learns only from their decisions).
+	prefix *prefixindex.Index
 
 	// seen is the target's publication count read before the latest
 	// pass's snapshot, as the proxy reads it.
@@ -68,9 +75,47 @@ func newHub(cfgText []byte, model string, opts Options) (*hub, error) {
 		return nil, rej
 	}
 	opts = opts.withDefaults()
-	return &hub{clk: clk, store: state.New(clk, opts.State...), target: target, route: route,
+	h := &hub{clk: clk, store: state.New(clk, opts.State...), target: target, route: route,
 		limits: dispatch.Limits{MaxRoutingWait: opts.MaxRoutingWait, MaxWaitSleep: opts.MaxWaitSleep},
-		asleep: map[*reqState]uint64{}}, nil
+		asleep: map[*reqState]uint64{}}
+	if route.UsesPrefix {
+		if h.prefix, err = prefixindex.New(opts.PrefixIndex, clk); err != nil {
+			return nil, fmt.Errorf("prefix index: %w", err)
+		}
+	}
+	return h, nil
+}
+
+// prefixRequest is the proxy's reading of x-stargate-prompt-prefix
+// (hub/internal/proxy/prefix.go), for a request whose gateway summary is
+// s: on a route that reads prefixes, it fills rr.Prefix with what the
+// index knows of s now, once, before the first pass, and returns the key
+// that chooses the backend and the engine inside the chosen cluster: the
+// summary's anchor for a request without a session key (none, or a
+// payload key, which names one request only), else the affinity key.
+func (h *hub) prefixRequest(rr *routing.Request, s prefixhash.Summary, anchor string) string {
+	if !h.route.UsesPrefix || s.Empty() {
+		return rr.AffinityKey
+	}
+	rr.Prefix = routing.PrefixMatch{TotalBlocks: s.TotalBlocks, BlockTokens: s.BlockTokens, Stride: s.Stride,
+		Holders: h.prefix.Match(h.target.Model, s, nil)}
+	if rr.AffinityKey == "" || strings.HasPrefix(rr.AffinityKey, payloadKeyPrefix) {
+		return anchor
+	}
+	return rr.AffinityKey
+}
+
+// payloadKeyPrefix starts the affinity key the gateway derives from a
+// request's body when the client named no session.
+const payloadKeyPrefix = "mt:v1:payload:"
+
+// markPrefix is the proxy's mark when a 2xx's headers arrive from the
+// chosen cluster: the decision asked for it (Decision.PrefixMark), and
+// the request carried a summary.
+func (h *hub) markPrefix(s prefixhash.Summary, clusterID string) {
+	if h.prefix != nil && !s.Empty() {
+		h.prefix.Mark(h.target.Model, s, clusterID)
+	}
 }
 
 // newPass starts the pass state of a request that arrives now. The
@@ -82,16 +127,17 @@ func (h *hub) newPass(req routing.Request) dispatch.Pass {
 }
 
 // pass runs one routing pass on the store's current snapshot. A choice
-// reserves load on the backend the store's round robin gives, as the
-// proxy's first attempt does; ok is false only if the chosen cluster has
-// no backend, which a snapshot never publishes.
-func (h *hub) pass(p *dispatch.Pass, now time.Time, rng *rand.Rand) (out dispatch.Outcome, b state.Backend, ok bool) {
+// reserves load on the backend the store gives for key (the request's
+// inner key, prefixRequest), as the proxy's first attempt does; ok is
+// false only if the chosen cluster has no backend, which a snapshot never
+// publishes.
+func (h *hub) pass(p *dispatch.Pass, key string, now time.Time, rng *rand.Rand) (out dispatch.Outcome, b state.Backend, ok bool) {
 	h.seen = h.store.Publications(h.target)
 	out = dispatch.Decide(p, h.store.Snapshot(h.target), now, rng)
 	if out.Kind != dispatch.Chosen {
 		return out, state.Backend{}, true
 	}
-	b, ok = h.store.NextBackend(h.target, out.Decision.ClusterID, p.Req.AffinityKey, nil)
+	b, ok = h.store.NextBackend(h.target, out.Decision.ClusterID, key, nil)
 	if !ok {
 		return out, b, false
 	}

@@ -19,11 +19,13 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/dispatch"
 	"github.com/stargate-router/stargate/hub/internal/lbconfig"
 	"github.com/stargate-router/stargate/hub/internal/lbfactory"
+	"github.com/stargate-router/stargate/hub/internal/prefixindex"
 	"github.com/stargate-router/stargate/hub/internal/proxy"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/prefixhash"
 	"github.com/stargate-router/stargate/pkg/protocol"
 )
 
@@ -51,8 +53,12 @@ import (
 // reserve fails power-of-n at the second request).
 
 // parityConfigs are the lb-configs compared: the six algorithms, the two
-// session-aware ones with last_cluster_affinity and an affinity wait, and
-// one with max_input_work_seconds.
+// session-aware ones with last_cluster_affinity and an affinity wait, one
+// with max_input_work_seconds, and the prefix-aware ones (prefix-affinity,
+// and wait-and-widen's prefix_affinity), where the proxy and the
+// simulator's hub each keep their own prefix index and must also send
+// each request to the same backend with the same key (the prompt's
+// anchor for a keyless request) and count the same prefix tier.
 var parityConfigs = map[string]string{
 	"power-of-n":  `{"models":{"m":{"algorithm":"power-of-n","sample_count":2}}}`,
 	"random":      `{"models":{"m":"random"}}`,
@@ -64,6 +70,9 @@ var parityConfigs = map[string]string{
 	"pulsar-wait-and-widen+lca": `{"models":{"m":{"algorithm":"pulsar-wait-and-widen","cache_affinity_wait_ms":60,
 		"band_widen_interval_ms":30,"max_queued":0,"last_cluster_affinity":true}}}`,
 	"power-of-n+admission": `{"models":{"m":{"algorithm":"power-of-n","sample_count":2,"max_input_work_seconds":0.6}}}`,
+	"prefix-affinity+lca":  `{"models":{"m":{"algorithm":"prefix-affinity","last_cluster_affinity":true,"split_guard":0.5}}}`,
+	"wait-and-widen+prefix+lca": `{"models":{"m":{"algorithm":"wait-and-widen","cache_affinity_backend_selection_count":1,
+		"cache_affinity_wait_ms":100,"max_queued":0,"n":2,"last_cluster_affinity":true,"prefix_affinity":true}}}`,
 }
 
 const paritySeed = 42
@@ -119,19 +128,33 @@ func applyReports(store *state.Store, i int) {
 	}
 }
 
-// parityRequest is request i: three sessions (one anonymous slot), hints
-// that return, go stale ("gone") or are absent, and sizes up to 3000
-// tokens, some over the admission limit.
+// parityRequest is request i: three sessions (one anonymous slot, and
+// one slot of payload keys), hints that return, go stale ("gone") or are
+// absent, sizes up to 3000 tokens, some over the admission limit, and
+// prompt summaries of three prompt families at lengths that grow and
+// shrink, so prefix-aware routes find holders at several depths (every
+// sixth request has none).
 type parityRequest struct {
 	tokens   uint64
 	affinity string
 	hint     string
+	summary  prefixhash.Summary
 }
 
 func parityRequestAt(i int) parityRequest {
 	r := parityRequest{tokens: uint64(200 + (i*577)%2800)}
-	if s := i % 4; s < 3 {
+	switch s := i % 4; {
+	case s < 2:
 		r.affinity = "mt:v1:session:s" + strconv.Itoa(s)
+	case s == 2:
+		r.affinity = "mt:v1:payload:p" + strconv.Itoa(i)
+	}
+	if i%6 != 5 {
+		family := make([]uint64, 40+(i*13)%60)
+		for k := range family {
+			family[k] = uint64(i%3)<<32 | uint64(k)
+		}
+		r.summary = prefixhash.Summarize(family, prefixhash.DefaultBlockTokens)
 	}
 	switch i % 5 {
 	case 1, 3:
@@ -158,10 +181,18 @@ type decision struct {
 	Waits   []time.Duration // every wait before the choice or the rejection
 	Reject  string          // the rejection: an admission reason, or "overloaded"
 	Session string          // session state/selection class, "" when unclassified
+	// Backend is the chosen backend and Key the x-cache-affinity-key it
+	// was sent (the key its pylon picks an engine by): the prompt's
+	// anchor for a keyless request on a prefix-aware route.
+	Backend, Key string
+	// Tier is the prefix tier of a request with a summary that was
+	// answered (stargate_prefix_routed_total's label), "" otherwise.
+	Tier string
 }
 
 func (d decision) String() string {
-	return fmt.Sprintf("{cluster %q waits %v reject %q session %q}", d.Cluster, d.Waits, d.Reject, d.Session)
+	return fmt.Sprintf("{cluster %q backend %q key %q tier %q waits %v reject %q session %q}", d.Cluster, d.Backend, d.Key, d.Tier,
+		d.Waits, d.Reject, d.Session)
 }
 
 func TestProxyAndSimulatorDecideAlike(t *testing.T) {
@@ -221,10 +252,24 @@ func requireVariety(t *testing.T, name string, ds []decision) {
 	case strings.Contains(name, "admission") && (!rejects[dispatch.ReasonInputWorkLimit] || !rejects[dispatch.ReasonInputWorkUnavailable]):
 		t.Errorf("%s: rejections %v, want both admission reasons", name, rejects)
 	}
+	if strings.Contains(name, "prefix") {
+		anchored, tiers := 0, map[string]int{}
+		for _, d := range ds {
+			if strings.HasPrefix(d.Key, prefixhash.AnchorKeyPrefix) {
+				anchored++
+			}
+			tiers[d.Tier]++
+		}
+		t.Logf("%s: %d sent by their anchor, tiers %v", name, anchored, tiers)
+		if anchored == 0 || tiers["cache"] == 0 || tiers["load"] == 0 {
+			t.Errorf("%s: %d requests sent by their prompt's anchor, tiers %v: want some, and cache and load choices", name, anchored, tiers)
+		}
+	}
 }
 
 func equalDecision(a, b decision) bool {
-	return a.Cluster == b.Cluster && a.Reject == b.Reject && a.Session == b.Session && slices.Equal(a.Waits, b.Waits)
+	return a.Cluster == b.Cluster && a.Backend == b.Backend && a.Key == b.Key && a.Tier == b.Tier && a.Reject == b.Reject &&
+		a.Session == b.Session && slices.Equal(a.Waits, b.Waits)
 }
 
 // runSimSide runs the requests through the simulator's hub: newPass at
@@ -246,11 +291,13 @@ func runSimSide(t *testing.T, cfg string, seed uint64) []decision {
 		// n counting the streams it made; a new proxy per request, seeded
 		// with seed+i, makes that PCG(seed+i, 1).
 		rng := rand.New(rand.NewPCG(seed+uint64(i), 1)) //nolint:gosec // G404: a test stream
-		pass := h.newPass(routing.Request{ID: "r" + strconv.Itoa(i), InputTokens: pr.tokens, AffinityKey: pr.affinity,
-			ReceivedAt: at, LastClusterID: pr.hint})
+		rr := routing.Request{ID: "r" + strconv.Itoa(i), InputTokens: pr.tokens, AffinityKey: pr.affinity,
+			ReceivedAt: at, LastClusterID: pr.hint}
+		key := h.prefixRequest(&rr, pr.summary, prefixhash.AnchorKey(pr.summary))
+		pass := h.newPass(rr)
 		d := &out[i]
 		for {
-			o, b, ok := h.pass(&pass, h.clk.Now(), rng)
+			o, b, ok := h.pass(&pass, key, h.clk.Now(), rng)
 			if !ok {
 				t.Fatalf("request %d: chosen cluster %s has no backend", i, o.Decision.ClusterID)
 			}
@@ -260,9 +307,17 @@ func runSimSide(t *testing.T, cfg string, seed uint64) []decision {
 				h.clk.Advance(o.Wait)
 				continue
 			case dispatch.Chosen:
-				d.Cluster = b.ClusterID
+				d.Cluster, d.Backend, d.Key = b.ClusterID, b.ID, key
 				if o.SessionSelection != "" {
 					d.Session = pass.Req.Session.String() + "/" + o.SessionSelection
+				}
+				if !pr.summary.Empty() {
+					d.Tier = o.Decision.PrefixTier.String()
+				}
+				if o.Decision.PrefixMark {
+					// The proxy marks when the 2xx headers arrive: at once
+					// from the memory tunnel, before the next request.
+					h.markPrefix(pr.summary, b.ClusterID)
 				}
 			case dispatch.Rejected:
 				d.Reject = o.Reason
@@ -293,7 +348,12 @@ func runProxySide(t *testing.T, cfg string) []decision {
 	pcfg := proxy.Defaults()
 	pcfg.Clock, pcfg.Log = clk, slog.New(slog.DiscardHandler)
 	pcfg.Metrics = proxy.NewMetrics(reg, "stargate_")
-	tun := memoryTunnels{}
+	index, err := prefixindex.New(prefixindex.DefaultConfig(), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg.Prefix = index
+	tun := &memoryTunnels{}
 	out := make([]decision, parityRequests)
 	for i := range out {
 		if start := parityStart(i); start.After(clk.now) {
@@ -306,6 +366,9 @@ func runProxySide(t *testing.T, cfg string) []decision {
 		pcfg.Seed = paritySeed + uint64(i)
 		proxy.New(pcfg, store, tun, resolver).Handler().ServeHTTP(rec, parityHTTPRequest(i, parityRequestAt(i)))
 		out[i] = proxyDecision(t, i, rec, clk.waits, diff(counters(t, reg), before))
+		if out[i].Cluster != "" {
+			out[i].Backend, out[i].Key = tun.backend, tun.key
+		}
 	}
 	return out
 }
@@ -320,6 +383,9 @@ func parityHTTPRequest(i int, pr parityRequest) *http.Request {
 	}
 	if pr.hint != "" {
 		r.Header.Set(headers.StargateLastClusterID, pr.hint)
+	}
+	if !pr.summary.Empty() {
+		r.Header.Set(headers.StargatePromptPrefix, prefixhash.FormatHeader(pr.summary))
 	}
 	return r
 }
@@ -346,6 +412,9 @@ func proxyDecision(t *testing.T, i int, rec *httptest.ResponseRecorder, waits []
 		if rest, ok := strings.CutPrefix(k, "routing_session_selections_total/"); ok && v > 0 {
 			d.Session = rest
 		}
+		if rest, ok := strings.CutPrefix(k, "prefix_routed_total/"); ok && v > 0 {
+			d.Tier = rest
+		}
 	}
 	return d
 }
@@ -367,6 +436,8 @@ func counters(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 			keep = []string{"reason"}
 		case "routing_session_selections_total":
 			keep = []string{"session_state", "selection"}
+		case "prefix_routed_total":
+			keep = []string{"tier"}
 		default:
 			continue
 		}
@@ -437,13 +508,22 @@ func (s stepTimer) Reset(d time.Duration) bool {
 	return false
 }
 
-// memoryTunnels answer every request at once with an empty 200.
-type memoryTunnels struct{}
+// memoryTunnels answer every request at once with an empty 200, and
+// remember the backend and the x-cache-affinity-key of the latest one.
+type memoryTunnels struct {
+	backend, key string
+}
 
-func (memoryTunnels) RoundTripper(string) (http.RoundTripper, bool) { return answerOK{}, true }
+func (m *memoryTunnels) RoundTripper(id string) (http.RoundTripper, bool) {
+	return answerOK{m: m, backend: id}, true
+}
 
-type answerOK struct{}
+type answerOK struct {
+	m       *memoryTunnels
+	backend string
+}
 
-func (answerOK) RoundTrip(*http.Request) (*http.Response, error) {
+func (a answerOK) RoundTrip(r *http.Request) (*http.Response, error) {
+	a.m.backend, a.m.key = a.backend, r.Header.Get(headers.CacheAffinityKey)
 	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(""))}, nil
 }

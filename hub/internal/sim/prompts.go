@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/stargate-router/stargate/pkg/mockengine/kvcache"
+	"github.com/stargate-router/stargate/pkg/prefixhash"
 	"github.com/stargate-router/stargate/pkg/workload"
 )
 
@@ -35,20 +36,30 @@ type preq struct {
 	// anonymous request, as the workload package documents).
 	text string
 	// prompt is the whole conversation so far plus this turn's message,
-	// rendered as the mock engine renders chat ("role:content\n").
+	// rendered as the mock engine renders chat ("role:content\n"): a
+	// first turn opens with its shared prefix (workload.Opening).
 	prompt kvcache.Sequence
 	tokens int
-	// affinity is the gateway's x-cache-affinity-key.
+	// affinity is the gateway's x-cache-affinity-key: the session's key,
+	// or for a request whose source is none (a one-shot or an anonymous
+	// conversation) a payload key of its own, as the gateway derives one
+	// from each request's body.
 	affinity string
 	// session is the gateway's last-cluster key: the session id when its
 	// source is eligible (prompt_cache_key, conversation, header), else "".
 	session string
+	// summary is the gateway's x-stargate-prompt-prefix for the prompt
+	// (empty when it has no full block: the gateway sends no header), and
+	// anchor its prefixhash.AnchorKey, the key a prefix-aware hub chooses
+	// the backend and engine by for a request without a session key.
+	summary prefixhash.Summary
+	anchor  string
 }
 
 // Prepare renders every prompt of w once. The block size must be the
 // fleet's (every engine shares one cache geometry).
 func Prepare(w *workload.Workload, fingerprint string, blockTokens int) (*Prepared, error) {
-	geom, err := kvcache.New(kvcache.Config{BlockTokens: blockTokens, CharsPerToken: workload.CharsPerToken})
+	cut, err := newCutter(blockTokens)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +72,7 @@ func Prepare(w *workload.Workload, fingerprint string, blockTokens int) (*Prepar
 		p.workers = make([][]int, w.Header.Workers)
 	}
 	type hist struct {
-		seq  kvcache.Sequence
+		seq  prompt
 		turn int
 	}
 	history := map[string]*hist{}
@@ -72,14 +83,8 @@ func Prepare(w *workload.Workload, fingerprint string, blockTokens int) (*Prepar
 		var h *hist
 		if r.Session == "" {
 			pr.text = "#" + strconv.Itoa(r.Index)
-			pr.affinity = "mt:v1:payload:" + sha256Hex(pr.text)
 		} else {
 			pr.text = r.Session
-			pr.affinity = "mt:v1:session:" + sha256Hex(r.Session)
-			switch r.Source {
-			case workload.SourcePromptCacheKey, workload.SourceConversation, workload.SourceHeader:
-				pr.session = r.Session
-			}
 			h = history[r.Session]
 			switch {
 			case h == nil && r.Turn == 1:
@@ -94,24 +99,89 @@ func Prepare(w *workload.Workload, fingerprint string, blockTokens int) (*Prepar
 				return nil, fmt.Errorf("workload request %d: session %q turn %d follows turn %d", r.Index, r.Session, r.Turn, prev)
 			}
 		}
+		switch r.Source {
+		case workload.SourcePromptCacheKey, workload.SourceConversation, workload.SourceHeader:
+			pr.affinity = "mt:v1:session:" + sha256Hex(r.Session)
+			pr.session = r.Session
+		default:
+			// No session id: the gateway keys the request by its whole
+			// body, which no other request (not even the conversation's
+			// next turn) repeats.
+			pr.affinity = "mt:v1:payload:" + sha256Hex("#"+strconv.Itoa(r.Index))
+		}
 		msg := userMessage(seed, pr.text, r.Turn, r.NewInputTokens)
-		if h == nil {
-			pr.prompt = geom.NewSequence(msg)
+		var seq prompt
+		if h != nil && h.turn > 0 {
+			seq = h.seq.extend(msg)
 		} else {
-			if h.turn == 0 {
-				pr.prompt = geom.NewSequence(msg)
-			} else {
-				pr.prompt = h.seq.Extend(msg)
-			}
-			h.seq = pr.prompt.Extend(replyMessage(seed, pr.text, r.Turn, r.OutputTokens))
+			seq = cut.start(append(workload.Opening(seed, r), msg...))
+		}
+		if h != nil {
+			h.seq = seq.extend(replyMessage(seed, pr.text, r.Turn, r.OutputTokens))
 			h.turn = r.Turn
 		}
+		pr.prompt = seq.engine
 		pr.tokens = pr.prompt.Tokens()
+		pr.summary = prefixhash.Summarize(seq.gatewayHashes(), prefixhash.DefaultBlockTokens)
+		pr.anchor = prefixhash.AnchorKey(pr.summary)
 		if p.workers != nil {
 			p.workers[r.Worker] = append(p.workers[r.Worker], i)
 		}
 	}
 	return p, nil
+}
+
+// cutter cuts prompts into blocks twice: in the fleet's geometry, as the
+// engines cache them, and in the gateway's (prefixhash's defaults: it
+// summarises every prompt in 16-token blocks whatever its engines use).
+// gateway is nil when the two geometries are one.
+type cutter struct {
+	engine, gateway *kvcache.Cache
+}
+
+func newCutter(blockTokens int) (cutter, error) {
+	engine, err := kvcache.New(kvcache.Config{BlockTokens: blockTokens, CharsPerToken: workload.CharsPerToken})
+	if err != nil {
+		return cutter{}, err
+	}
+	c := cutter{engine: engine}
+	if blockTokens != prefixhash.DefaultBlockTokens || workload.CharsPerToken != prefixhash.DefaultCharsPerToken {
+		c.gateway, err = kvcache.New(kvcache.Config{BlockTokens: prefixhash.DefaultBlockTokens, CharsPerToken: prefixhash.DefaultCharsPerToken})
+		if err != nil {
+			return cutter{}, err
+		}
+	}
+	return c, nil
+}
+
+// prompt is one prompt cut both ways; gateway is set only when the
+// gateway's geometry differs from the engines'.
+type prompt struct {
+	engine, gateway kvcache.Sequence
+	twoCuts         bool
+}
+
+func (c cutter) start(content []byte) prompt {
+	if c.gateway == nil {
+		return prompt{engine: c.engine.NewSequence(content)}
+	}
+	return prompt{engine: c.engine.NewSequence(content), gateway: c.gateway.NewSequence(content), twoCuts: true}
+}
+
+func (s prompt) extend(more []byte) prompt {
+	if !s.twoCuts {
+		return prompt{engine: s.engine.Extend(more)}
+	}
+	return prompt{engine: s.engine.Extend(more), gateway: s.gateway.Extend(more), twoCuts: true}
+}
+
+// gatewayHashes is the chain hash of every full block the gateway's
+// summary counts.
+func (s prompt) gatewayHashes() []uint64 {
+	if s.twoCuts {
+		return s.gateway.BlockHashes()
+	}
+	return s.engine.BlockHashes()
 }
 
 // userMessage is a turn's new user message as the mock renders it.

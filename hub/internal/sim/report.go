@@ -26,6 +26,11 @@ type ArmResult struct {
 	// Admission splits the input-work admission rejections among Rejected
 	// by reason; nil for an arm without max_input_work_seconds.
 	Admission *AdmissionRejections `json:"admission_rejections,omitempty"`
+	// PrematureRejections counts the Rejected refused while some cluster
+	// had a free engine slot that no request on its way there would take:
+	// capacity the router left idle. A router that only ever refuses a
+	// saturated fleet has none.
+	PrematureRejections int `json:"premature_rejections"`
 
 	TTFTMs  Latency `json:"ttft_ms"`
 	E2EMs   Latency `json:"e2e_ms"`
@@ -50,6 +55,9 @@ type ArmResult struct {
 	// arms only) by state and selection class, as
 	// stargate_routing_session_selections_total would.
 	SessionStates []StateCount `json:"session_states"`
+	// Prefix is content-prefix affinity's account: tiers, the hub's
+	// prefix index, copies of cached blocks.
+	Prefix PrefixResult `json:"prefix"`
 	// SideBySide repeats the numbers a live run of the same workload on
 	// the same fleet also measures, flat and named for that comparison
 	// (docs/routing-sim.md#side-by-side-with-a-live-run).
@@ -126,6 +134,22 @@ type SideBySide struct {
 	Escaped         int            `json:"escaped"`
 	Moves           int            `json:"moves"`
 	EscapesByReason map[string]int `json:"escapes_by_reason"`
+	// PrematureRejections is ArmResult.PrematureRejections: 503s while a
+	// cluster had a free slot.
+	PrematureRejections int `json:"premature_rejections"`
+	// PrefixTiers counts answered requests with a prompt summary by tier
+	// (stargate_prefix_routed_total by tier).
+	PrefixTiers map[string]int `json:"prefix_tiers"`
+	// PrefixIndexNodes and PrefixIndexBytes are the hub's prefix index at
+	// the end (stargate_prefix_index_nodes, stargate_prefix_index_bytes);
+	// 0 for an arm that does not read prefixes.
+	PrefixIndexNodes int   `json:"prefix_index_nodes"`
+	PrefixIndexBytes int64 `json:"prefix_index_bytes"`
+	// CopiesPerBlock is the mean number of clusters holding each cached
+	// block (BlockCopies.Clusters); the live fleet has no such view, the
+	// nearest is Σ mock_engine_kv_cache_blocks over the distinct prefixes
+	// sent.
+	CopiesPerBlock float64 `json:"copies_per_block"`
 }
 
 // AdmissionRejections counts requests input-work admission refused, by
@@ -233,6 +257,9 @@ func (r *runner) result() *ArmResult {
 		res.Waits += rs.waits
 		if rs.rejected {
 			res.Rejected++
+			if rs.premature {
+				res.PrematureRejections++
+			}
 			if res.Admission != nil {
 				res.Admission.count(rs.rejectReason)
 			}
@@ -242,6 +269,9 @@ func (r *runner) result() *ArmResult {
 			continue
 		}
 		res.Completed++
+		if !rs.pr.summary.Empty() {
+			res.Prefix.Tiers.count(rs.tier)
+		}
 		ttft = append(ttft, ms(rs.ttft))
 		e2e = append(e2e, ms(rs.e2e))
 		route = append(route, ms(rs.routed-rs.start))
@@ -333,6 +363,10 @@ func (r *runner) result() *ArmResult {
 			Pct: pct(int64(perRegion[reg.Name]), int64(res.Completed))})
 	}
 	res.SessionStates = states
+	if r.hub != nil && r.hub.prefix != nil {
+		res.Prefix.Index = indexStats(r.hub.prefix.Stats())
+	}
+	res.Prefix.Copies = r.copies.result(r.clusters)
 	res.SideBySide = res.sideBySide(r.ceiling)
 	return res
 }
@@ -364,7 +398,12 @@ func (res *ArmResult) sideBySide(ceil Ceiling) SideBySide {
 			"last_cluster_absent":             res.Escapes.LastClusterAbsent,
 			"last_cluster_present_after_wait": res.Escapes.LastClusterPresentAfterWait,
 			"last_cluster_present_at_once":    res.Escapes.LastClusterPresentAtOnce,
-		}}
+		},
+		PrematureRejections: res.PrematureRejections, PrefixTiers: res.Prefix.Tiers.byName(),
+		CopiesPerBlock: res.Prefix.Copies.Clusters}
+	if x := res.Prefix.Index; x != nil {
+		s.PrefixIndexNodes, s.PrefixIndexBytes = x.Nodes, x.Bytes
+	}
 	for _, r := range res.Regions {
 		s.RegionSharePct[r.Name] = r.Pct
 	}
@@ -487,6 +526,7 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			return fmt.Sprintf("%d / %d", a.Admission.InputWorkLimit, a.Admission.InputWorkUnavailable)
 		})
 	}
+	row("premature rejections (a cluster had a free slot)", func(a *ArmResult) string { return fmt.Sprintf("%d", a.PrematureRejections) })
 	row("TTFT p50 ms", func(a *ArmResult) string { return f1(a.TTFTMs.P50) })
 	row("TTFT p90 ms", func(a *ArmResult) string { return f1(a.TTFTMs.P90) })
 	row("TTFT p99 ms", func(a *ArmResult) string { return f1(a.TTFTMs.P99) })
@@ -500,6 +540,29 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	row("cache hit % first turns", func(a *ArmResult) string { return f1(a.Cache.NewPct) })
 	row("cache hit % later turns", func(a *ArmResult) string { return f1(a.Cache.ReturningPct) })
 	row("KV evictions (blocks)", func(a *ArmResult) string { return fmt.Sprintf("%d", a.Evictions.Blocks) })
+	f2 := func(x float64) string { return fmt.Sprintf("%.2f", x) }
+	row("copies per cached block: clusters mean / end", func(a *ArmResult) string {
+		return f2(a.Prefix.Copies.Clusters) + " / " + f2(a.Prefix.Copies.EndClusters)
+	})
+	row("copies per cached block: engines mean / end", func(a *ArmResult) string {
+		return f2(a.Prefix.Copies.Engines) + " / " + f2(a.Prefix.Copies.EndEngines)
+	})
+	if slices.ContainsFunc(rep.Arms, func(a *ArmResult) bool { return a.Prefix.Index != nil }) {
+		row("prefix tiers cache / split / overflow / load", func(a *ArmResult) string {
+			if a.Prefix.Index == nil {
+				return "–"
+			}
+			t := a.Prefix.Tiers
+			return fmt.Sprintf("%d / %d / %d / %d", t.Cache, t.Split, t.Overflow, t.Load)
+		})
+		row("prefix index nodes / KiB / lookup hits %", func(a *ArmResult) string {
+			x := a.Prefix.Index
+			if x == nil {
+				return "–"
+			}
+			return fmt.Sprintf("%d / %.0f / %.1f", x.Nodes, float64(x.Bytes)/1024, pct(int64(x.Hits), int64(x.Lookups)))
+		})
+	}
 	if len(rep.Arms) > 0 {
 		for i, c := range rep.Arms[0].Regions {
 			row("region share % "+c.Name, func(a *ArmResult) string { return f1(a.Regions[i].Pct) })

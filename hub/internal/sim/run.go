@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stargate-router/stargate/hub/internal/dispatch"
+	"github.com/stargate-router/stargate/hub/internal/prefixindex"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/affinity"
@@ -38,6 +39,17 @@ type Options struct {
 	// State configures the hub's state store as the hub's flags do (e.g.
 	// state.BackendAffinity); none keeps the store's defaults.
 	State []state.Option
+	// PrefixIndex bounds the hub's prefix index as the hub's
+	// --prefix-index-* flags do; a zero field takes the hub's default
+	// (prefixindex.DefaultConfig).
+	PrefixIndex prefixindex.Config
+	// MarkPrefixAtDispatch records a decision's cluster as a holder of the
+	// prompt's prefix as soon as the hub dispatches the request, instead
+	// of when the cluster's 2xx headers reach the hub as the live hub does
+	// (with the mock engine, after the prompt's prefill). It is a what-if:
+	// how much routing by load the wait for a new prompt's first answer
+	// costs.
+	MarkPrefixAtDispatch bool
 }
 
 func (o Options) withDefaults() Options {
@@ -47,6 +59,16 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxWaitSleep <= 0 {
 		o.MaxWaitSleep = d.MaxWaitSleep
+	}
+	pi := prefixindex.DefaultConfig()
+	if o.PrefixIndex.MaxNodes == 0 {
+		o.PrefixIndex.MaxNodes = pi.MaxNodes
+	}
+	if o.PrefixIndex.MaxHoldersPerNode == 0 {
+		o.PrefixIndex.MaxHoldersPerNode = pi.MaxHoldersPerNode
+	}
+	if o.PrefixIndex.TTL == 0 {
+		o.PrefixIndex.TTL = pi.TTL
 	}
 	return o
 }
@@ -91,6 +113,13 @@ type reqState struct {
 	// wait deadline).
 	pass  dispatch.Pass
 	waits int
+	// innerKey chooses the backend and the engine inside the chosen
+	// cluster: the affinity key, or the prompt's anchor on a prefix-aware
+	// route (hub.prefixRequest).
+	innerKey string
+	// tier and mark are the chosen decision's PrefixTier and PrefixMark.
+	tier routing.PrefixTier
+	mark bool
 
 	dispatched bool
 	cluster    string
@@ -99,18 +128,23 @@ type reqState struct {
 	// says whether the hub's snapshot held it then.
 	prevCluster string
 	prevPresent bool
-	rankDepth   int
-	sessState   routing.SessionState
-	sessSel     string
-	routed      int64 // when the decision was made
-	ttft        int64
-	e2e         int64
-	cached      int
-	rejected    bool
+	// engine is the engine that ran it.
+	engine    *engine
+	rankDepth int
+	sessState routing.SessionState
+	sessSel   string
+	routed    int64 // when the decision was made
+	ttft      int64
+	e2e       int64
+	cached    int
+	rejected  bool
 	// rejectReason is why: an admission reason (dispatch.Reason*), or
 	// the kind of a pass that found no cluster.
 	rejectReason string
-	done         bool
+	// premature is set on a rejection while some cluster had a free slot
+	// nothing was on its way to take (runner.roomAnywhere).
+	premature bool
+	done      bool
 }
 
 // engine is one mock engine behind a pylon.
@@ -163,6 +197,10 @@ type simCluster struct {
 	halfTransit int64
 	pylons      []*pylon
 	engines     []*engine
+	// slots is its engines' slots together (0: unlimited); transit counts
+	// the requests dispatched to it that have not reached their pylon.
+	slots   int
+	transit int
 }
 
 type evKind uint8
@@ -177,6 +215,8 @@ const (
 	evFinish
 	evReport
 	evApply
+	evSweep
+	evSample
 )
 
 type event struct {
@@ -251,6 +291,8 @@ type runner struct {
 	nextTurn []int
 	interval int64
 	gap      int64
+	// copies samples how many clusters hold each cached block.
+	copies copySampler
 }
 
 // Run replays p through one arm on a fresh fleet and returns its result.
@@ -328,6 +370,7 @@ func (r *runner) build() error {
 				}
 				id := p.id + "/e" + strconv.Itoa(j)
 				e := &engine{id: id, c: sc, p: p, hashID: affinity.HashID(id), spec: &c.Engine, kv: kv}
+				sc.slots += c.Engine.MaxConcurrency
 				p.engines = append(p.engines, e)
 				sc.engines = append(sc.engines, e)
 				r.engines = append(r.engines, e)
@@ -376,7 +419,11 @@ func (r *runner) start() {
 			p.nextPeriodic = r.interval * int64(k+1) / int64(len(r.pylons))
 			r.schedule(p.nextPeriodic, event{kind: evReport, p: p, n: p.reportSeq})
 		}
+		if r.hub.prefix != nil {
+			r.schedule(int64(sweepInterval(r.opts.PrefixIndex.TTL)), event{kind: evSweep})
+		}
 	}
+	r.schedule(int64(copySampleInterval), event{kind: evSample})
 	w := r.p.W
 	r.reqs = make([]reqState, len(w.Requests))
 	for i := range r.reqs {
@@ -432,9 +479,13 @@ func (r *runner) handle(ev *event) {
 			r.rearm(ev.e)
 		}
 	case evHeaders:
-		// The gateway learns x-stargate-cluster-id from a 2xx's headers.
+		// The gateway learns x-stargate-cluster-id from a 2xx's headers,
+		// and the hub marks the prefix's holder when they pass it.
 		if s := ev.f.r.pr.session; s != "" {
 			r.lastCluster[s] = ev.f.p.c.id
+		}
+		if r.hub != nil && ev.f.r.mark && !r.opts.MarkPrefixAtDispatch {
+			r.hub.markPrefix(ev.f.r.pr.summary, ev.f.p.c.id)
 		}
 	case evFirstToken:
 		r.firstToken(ev.f)
@@ -445,7 +496,21 @@ func (r *runner) handle(ev *event) {
 	case evApply:
 		r.hub.store.Apply(ev.p.backend(), ev.reg, ev.p.c.rtt, true)
 		r.wake()
+	case evSweep:
+		r.hub.prefix.Sweep()
+		r.schedule(r.now+int64(sweepInterval(r.opts.PrefixIndex.TTL)), event{kind: evSweep})
+	case evSample:
+		r.copies.sample(r.clusters)
+		r.schedule(r.now+int64(copySampleInterval), event{kind: evSample})
 	}
+}
+
+// sweepInterval is how often the live hub sweeps its prefix index (a
+// tenth of the TTL, within [1 s, 1 min]; hub/internal/app). A sweep only
+// frees expired holders, which Match already ignores, so it changes the
+// index's size and no decision.
+func sweepInterval(ttl time.Duration) time.Duration {
+	return min(max(ttl/10, time.Second), time.Minute)
 }
 
 // arrive is the gateway sending a request to the hub.
@@ -461,6 +526,7 @@ func (r *runner) arrive(rs *reqState) {
 		if r.hub.route.LastClusterAffinity && rs.pr.session != "" {
 			rreq.LastClusterID = r.lastCluster[rs.pr.session]
 		}
+		rs.innerKey = r.hub.prefixRequest(&rreq, rs.pr.summary, rs.pr.anchor)
 		rs.pass = r.hub.newPass(rreq)
 	}
 	r.decide(rs)
@@ -476,7 +542,7 @@ func (r *runner) decide(rs *reqState) {
 		r.greedyDecide(rs)
 		return
 	}
-	out, b, ok := r.hub.pass(&rs.pass, r.wall(r.now), r.rng)
+	out, b, ok := r.hub.pass(&rs.pass, rs.innerKey, r.wall(r.now), r.rng)
 	switch {
 	case !ok:
 		r.reject(rs, "no_backend")
@@ -485,11 +551,15 @@ func (r *runner) decide(rs *reqState) {
 		r.sleep(rs, out.Wait)
 	case out.Kind == dispatch.Chosen:
 		rs.rankDepth = out.Decision.RankDepth
+		rs.tier, rs.mark = out.Decision.PrefixTier, out.Decision.PrefixMark
 		if out.SessionSelection != "" {
 			rs.sessState, rs.sessSel = rs.pass.Req.Session, out.SessionSelection
 		}
 		r.notePrevious(rs, func(id string) bool { return r.hub.store.Snapshot(r.hub.target).Index(id) >= 0 })
 		r.dispatch(rs, r.byID[b.ID], nil)
+		if rs.mark && r.opts.MarkPrefixAtDispatch {
+			r.hub.markPrefix(rs.pr.summary, b.ClusterID)
+		}
 	case out.Kind == dispatch.Rejected:
 		r.reject(rs, out.Reason)
 	default:
@@ -500,6 +570,7 @@ func (r *runner) decide(rs *reqState) {
 func (r *runner) reject(rs *reqState, reason string) {
 	rs.rejected = true
 	rs.rejectReason = reason
+	rs.premature = r.roomAnywhere()
 	rs.routed = r.now
 	r.complete(rs, r.now)
 }
@@ -548,6 +619,7 @@ func (r *runner) dispatch(rs *reqState, p *pylon, e *engine) *flight {
 		r.sessCluster[rs.wr.Session] = p.c.id
 	}
 	f := &flight{r: rs, p: p, e: e, phase: phTransit, arriveAt: r.now + p.c.halfTransit}
+	p.c.transit++
 	if e != nil {
 		e.transit = append(e.transit, f)
 	}
@@ -558,13 +630,15 @@ func (r *runner) dispatch(rs *reqState, p *pylon, e *engine) *flight {
 // pylonArrive is the request reaching its pylon, which passes it to an
 // engine at once.
 func (r *runner) pylonArrive(f *flight) {
+	f.p.c.transit--
 	e := f.e
 	if e != nil {
 		e.transit = slices.DeleteFunc(e.transit, func(x *flight) bool { return x == f })
 	} else {
-		e = r.pickEngine(f.p, f.r.pr.affinity)
+		e = r.pickEngine(f.p, f.r.innerKey)
 		f.e = e
 	}
+	f.r.engine = e
 	tok := uint64(f.r.pr.tokens)
 	e.pending++
 	e.queuedInput += tok
@@ -607,6 +681,25 @@ func (r *runner) pickEngine(p *pylon, key string) *engine {
 		return p.engines[affinity.PickLeastLoaded(places)]
 	}
 	return p.engines[affinity.Pick(affinity.HashKey(key), places, r.factor)]
+}
+
+// roomAnywhere reports whether some cluster has a free engine slot that
+// no request already dispatched to it will take: a request refused now is
+// refused while the fleet could have started it at once.
+func (r *runner) roomAnywhere() bool {
+	for _, c := range r.clusters {
+		if c.slots == 0 {
+			return true
+		}
+		busy := c.transit
+		for _, e := range c.engines {
+			busy += e.running + len(e.fifo)
+		}
+		if busy < c.slots {
+			return true
+		}
+	}
+	return false
 }
 
 // tryStart gives free slots to the FIFO's head.

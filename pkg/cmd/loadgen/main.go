@@ -52,7 +52,8 @@ Usage:
   loadgen campaign --compare --suites a,b --arms arms.json --out DIR   (a fresh stack per arm)
   loadgen version
 
-Suites: smoke, capacity, sessions, high-context, mixed.
+Suites: smoke, capacity, sessions, high-context, mixed; and, linked by content
+instead of session keys, shared-prefix, rag, anon-sessions, prefix-mix.
 Run "loadgen <command> --help" for that command's flags and their LOADGEN_* variables.
 `
 
@@ -125,19 +126,25 @@ func (s *suiteFlags) register(fs *cli.FlagSet) {
 	fs.Uint64(&s.p.Seed, "seed", "LOADGEN_SEED", 42, "workload seed: the same seed and parameters give a byte-identical file; session ids, prompts and a campaign's run salts all derive from it")
 	fs.String(&s.p.Salt, "salt", "LOADGEN_SALT", "", "mixed with --seed into every session id (prompt_cache_key, conversation id, x-multi-turn-session-id) and so every prompt: another salt, another set of keys")
 	fs.String(&s.p.Model, "model", "LOADGEN_MODEL", "dummy-model", "model named in the workload (and every request)")
-	fs.Float64(&s.p.Rate, "rate", "LOADGEN_RATE", 0, "open-loop target rate in req/s: capacity (0 = 8; in a campaign all of 8,16,24,32,48), mixed (0 = 12, split 2:1 hot/short), sessions (0 = closed loop on --workers; > 0 = open loop)")
-	fs.Duration(&s.p.ThinkTime, "think-time", "LOADGEN_THINK_TIME", 0, "capacity and open-loop sessions: least time between the scheduled sends of two turns of a session (0 = 2s)")
-	fs.Duration(&s.duration, "duration", "LOADGEN_DURATION", 0, "capacity and mixed: send window (0 = 120s for capacity, 60s for mixed)")
+	fs.Float64(&s.p.Rate, "rate", "LOADGEN_RATE", 0, "open-loop target rate in req/s: capacity (0 = 8; in a campaign all of 8,16,24,32,48), mixed (0 = 12, split 2:1 hot/short), sessions (0 = closed loop on --workers; > 0 = open loop), shared-prefix (0 = 10), rag and anon-sessions (0 = 8), prefix-mix (0 = 12)")
+	fs.Duration(&s.p.ThinkTime, "think-time", "LOADGEN_THINK_TIME", 0, "capacity, open-loop sessions, anon-sessions, rag, prefix-mix: least time between the scheduled sends of two turns of a conversation (0 = 2s)")
+	fs.Duration(&s.duration, "duration", "LOADGEN_DURATION", 0, "capacity, mixed, shared-prefix, rag, prefix-mix: send window (0 = 120s for capacity, else 60s)")
 	fs.Int(&s.p.Workers, "workers", "LOADGEN_WORKERS", 0, "closed-loop workers (0 = smoke 4, sessions 16, high-context 32)")
-	fs.Int(&s.p.Sessions, "sessions", "LOADGEN_SESSIONS", 0, "sessions: number of sessions (0 = 128)")
-	fs.Int(&s.p.Turns, "turns", "LOADGEN_TURNS", 0, "sessions and capacity: turns per session (0 = 6 and 3)")
+	fs.Int(&s.p.Sessions, "sessions", "LOADGEN_SESSIONS", 0, "sessions and anon-sessions: number of sessions (0 = 128)")
+	fs.Int(&s.p.Turns, "turns", "LOADGEN_TURNS", 0, "sessions, anon-sessions and capacity: turns per session (0 = 6, 6 and 3); rag: most questions per conversation (0 = 3)")
 	fs.Int(&s.p.Interleave, "interleave", "LOADGEN_INTERLEAVE", 0, "sessions: sessions a worker keeps open at once (0 = 2)")
 	fs.Float64(&s.p.Scale, "scale", "LOADGEN_SCALE", 0, "multiply every prompt size (0 = 1; high-context --scale 0.1 fits a laptop)")
 	fs.Int(&s.p.FirstTokens, "first-tokens", "LOADGEN_FIRST_TOKENS", 0, "mean first-message tokens (0 = suite default)")
 	fs.Int(&s.p.TurnTokens, "turn-tokens", "LOADGEN_TURN_TOKENS", 0, "mean later-turn message tokens (0 = suite default)")
 	fs.Int(&s.p.OutputTokens, "output-tokens", "LOADGEN_OUTPUT_TOKENS", 0, "mean reply tokens (0 = suite default)")
 	fs.Float64(&s.p.AnonShare, "anon-share", "LOADGEN_ANON_SHARE", 0, "share of anonymous one-shot requests, 0..1 (0 = suite default, negative = none)")
-	fs.String(&s.p.Arrival, "arrival", "LOADGEN_ARRIVAL", "", "open-loop arrivals: uniform or poisson (default: poisson for sessions, uniform for capacity and mixed)")
+	fs.String(&s.p.Arrival, "arrival", "LOADGEN_ARRIVAL", "", "open-loop arrivals: uniform or poisson (default: uniform for capacity and mixed, else poisson)")
+	fs.Int(&s.p.Prompts, "prompts", "LOADGEN_PROMPTS", 0, "shared-prefix and prefix-mix: number of shared system prompts (0 = 64)")
+	fs.Int(&s.p.PromptTokens, "prompt-tokens", "LOADGEN_PROMPT_TOKENS", 0, "shared-prefix and prefix-mix: mean system prompt size, each drawn within a third of it (0 = 3000: 2k to 4k tokens)")
+	fs.Int(&s.p.Docs, "docs", "LOADGEN_DOCS", 0, "rag and prefix-mix: number of shared documents (0 = 32)")
+	fs.Int(&s.p.DocTokens, "doc-tokens", "LOADGEN_DOC_TOKENS", 0, "rag and prefix-mix: mean document size, each drawn within a third of it (0 = 6000: 4k to 8k tokens)")
+	fs.Float64(&s.p.Zipf, "zipf", "LOADGEN_ZIPF", 0, "shared-prefix, rag, prefix-mix: popularity exponent of the prompts and documents, the k-th most popular drawn with weight k^-zipf (0 = 1; negative = all alike)")
+	fs.Float64(&s.p.FollowUps, "follow-ups", "LOADGEN_FOLLOW_UPS", 0, "rag and prefix-mix: share of rag conversations that ask 2 to --turns questions, 0..1 (0 = 0.3; negative = none)")
 }
 
 func (s *suiteFlags) params() workload.SuiteParams {
@@ -199,7 +206,7 @@ type runFlags struct {
 }
 
 func (r *runFlags) register(fs *cli.FlagSet) {
-	fs.String(&r.target, "target", "LOADGEN_TARGET", loadgen.TargetGateway, "what --url is: gateway (client requests) or hub (adds x-model, x-input-tokens, x-cache-affinity-key)")
+	fs.String(&r.target, "target", "LOADGEN_TARGET", loadgen.TargetGateway, "what --url is: gateway (client requests) or hub (adds x-model, x-input-tokens, x-cache-affinity-key, x-stargate-prompt-prefix)")
 	fs.String(&r.url, "url", "LOADGEN_URL", "", "base URL, e.g. http://127.0.0.1:8080 (the /v1 paths are appended)")
 	fs.String(&r.apiKey, "api-key", "LOADGEN_API_KEY", "", "gateway API key, sent as Authorization: Bearer (prefer --api-key-file)")
 	fs.String(&r.apiKeyFile, "api-key-file", "LOADGEN_API_KEY_FILE", "", "file holding the gateway API key")
@@ -308,8 +315,9 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	s := rep.Stats
-	fmt.Fprintf(stdout, "%s: %d requests, %d ok, %d failed; TTFT p50 %.1f ms p99 %.1f ms; cache hit %.1f %% (%.1f %% of the ceiling); report %s\n",
-		w.Header.Suite, s.Requests, s.OK, s.Failed, s.All.TTFT.P50, s.All.TTFT.P99, s.All.CacheHitPct, s.All.CeilingPct, filepath.Join(out, loadgen.ReportFile))
+	fmt.Fprintf(stdout, "%s: %d requests, %d ok, %d failed (%d rejected); TTFT p50 %.1f ms p99 %.1f ms; cache hit %.1f %% (%.1f %% of the ceiling); copies per block across clusters %.2f; report %s\n",
+		w.Header.Suite, s.Requests, s.OK, s.Failed, s.Rejected, s.All.TTFT.P50, s.All.TTFT.P99, s.All.CacheHitPct, s.All.CeilingPct, s.CopiesPerBlock,
+		filepath.Join(out, loadgen.ReportFile))
 	return nil
 }
 
@@ -404,8 +412,9 @@ engines-before.txt in the arm's folder, runs the arm (recording the engines' and
 around each run), records engines-after.txt and hub-after.txt and stops it all (also on failure or
 Ctrl-C).
 
-With --rates it runs capacity, sessions and mixed at each rate, multiples of --capacity (given, or
-auto: measured first by a closed-loop run) or req/s, and reports each arm's saturation point.`, stdout)
+With --rates it runs every open-loop suite (capacity, sessions, mixed and the prefix suites) at each
+rate, multiples of --capacity (given, or auto: measured first by a closed-loop run) or req/s, and
+reports each arm's saturation point.`, stdout)
 	fs.String(&suites, "suites", "LOADGEN_SUITES", "", "comma-separated suites; capacity expands to one workload per rate, capacity@R names one")
 	fs.String(&armsPath, "arms", "LOADGEN_ARMS", "", `arms file: [{"name": "p2", "lb_config": "p2.json", "description": "...", "info": {...}}, ...]`)
 	fs.String(&out, "out", "LOADGEN_OUT", "", "campaign results folder")
@@ -495,7 +504,7 @@ type sweepFlags struct {
 const capacityAuto = "auto"
 
 func (s *sweepFlags) register(fs *cli.FlagSet) {
-	fs.String(&s.rates, "rates", "LOADGEN_RATES", "", "run capacity, sessions and mixed at each of these rates: multiples of --capacity (0.5x,1x,2x) or req/s (20,40); other suites run once")
+	fs.String(&s.rates, "rates", "LOADGEN_RATES", "", "run the open-loop suites (capacity, sessions, mixed, shared-prefix, rag, anon-sessions, prefix-mix) at each of these rates: multiples of --capacity (0.5x,1x,2x) or req/s (20,40); smoke and high-context run once")
 	fs.String(&s.capacity, "capacity", "LOADGEN_CAPACITY", "", "with --rates: the capacity figure in req/s the multiples refer to, or auto to measure it first with a closed-loop sessions run")
 	fs.Int(&s.probeWorkers, "capacity-workers", "LOADGEN_CAPACITY_WORKERS", 64, "--capacity auto: closed-loop workers of the probe; at least the fleet's engine slots, so that it saturates")
 	fs.Int(&s.probeRequests, "capacity-requests", "LOADGEN_CAPACITY_REQUESTS", 400, "--capacity auto: requests the probe sends")

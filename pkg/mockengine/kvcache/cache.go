@@ -142,6 +142,21 @@ func (c *Cache) Stats() Stats {
 	return c.stats
 }
 
+// AppendBlockHashes appends the chain hash of every stored block to dst, in
+// no particular order, and returns it. A chain hash names its block's
+// whole prefix, so comparing the sets of two caches tells how many of
+// them hold the same prefix block: the routing simulator counts copies of
+// a block across clusters this way. It changes nothing, not even the LRU
+// order.
+func (c *Cache) AppendBlockHashes(dst []uint64) []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for h := range c.blocks {
+		dst = append(dst, h)
+	}
+	return dst
+}
+
 // Reset drops every block and zeroes the counters. Leases taken before it
 // stay safe to use but do nothing, so a test can reset between runs while
 // requests are still in flight.

@@ -4,15 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/stargate-router/stargate/pkg/prefixhash"
 )
 
 const (
 	// DefaultBlockTokens is vLLM's default block size, so hit rates measured
-	// against the mock round the same way as against a real engine.
-	DefaultBlockTokens = 16
+	// against the mock round the same way as against a real engine. It is
+	// prefixhash's, so the gateway's prompt summary counts the same blocks.
+	DefaultBlockTokens = prefixhash.DefaultBlockTokens
 	// DefaultCharsPerToken is the usual rule of thumb for English text with
 	// BPE tokenizers; the mock has no real tokenizer.
-	DefaultCharsPerToken = 4.0
+	DefaultCharsPerToken = prefixhash.DefaultCharsPerToken
 )
 
 // maxBlockBytes bounds one block so the int conversion of
@@ -84,5 +87,5 @@ func (c Config) Validate() error {
 // BlockBytes is how many bytes of prompt text make one block. It is at least
 // 1 so that a tiny CharsPerToken still makes progress through the text.
 func (c Config) BlockBytes() int {
-	return max(1, int(float64(c.BlockTokens)*c.CharsPerToken))
+	return prefixhash.BlockBytes(c.BlockTokens, c.CharsPerToken)
 }

@@ -2,24 +2,15 @@ package kvcache
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
 	"math"
+	"slices"
+
+	"github.com/stargate-router/stargate/pkg/prefixhash"
 )
 
-// chainSeed stands in for the hash of the block before the first one, so the
-// first block is hashed exactly like every other (fractional bits of the
-// golden ratio: any fixed constant works, it only has to never change).
-const chainSeed uint64 = 0x9e3779b97f4a7c15
-
-// hashHeaderLen is the uint64 parent hash plus the uint32 block length that
-// precede each block in the hash input; the length keeps the encoding
-// unambiguous even though every full block has the same size today.
-const hashHeaderLen = 8 + 4
-
-// stackScratch is the largest hash input hashed from a stack buffer; the
-// default geometry (64-byte blocks) fits, so hashing allocates nothing.
-const stackScratch = 256
+// chainSeed is the parent of a prompt's first block; the chain hashing
+// itself lives in prefixhash, shared with the gateway's prompt summary.
+const chainSeed = prefixhash.Seed
 
 // geometry is the part of Config that shapes a Sequence. Lookup compares it
 // so a Sequence cut for one geometry is never matched against another.
@@ -72,6 +63,11 @@ func (s Sequence) Extend(more []byte) Sequence {
 	return Sequence{geom: s.geom, hashes: hashes, tail: tail, tokens: s.geom.tokens(len(hashes), len(tail))}
 }
 
+// BlockHashes returns the chain hash of every full block, in prompt order,
+// in a fresh slice: what prefixhash.Summarize takes, so a test can check
+// the gateway's summary of a request against the blocks this cache keys.
+func (s Sequence) BlockHashes() []uint64 { return slices.Clone(s.hashes) }
+
 // equal reports whether s and o describe the same content under the same
 // geometry; tests use it to check Extend against a fresh build.
 func (s Sequence) equal(o Sequence) bool {
@@ -102,48 +98,5 @@ func (g geometry) tokens(fullBlocks, tailBytes int) int {
 // appends their hashes to dst. It returns the new leftover bytes in a fresh
 // slice so the result never aliases the caller's buffers.
 func appendBlocks(g geometry, dst []uint64, prev uint64, tail, more []byte) ([]uint64, []byte) {
-	bb := g.blockBytes
-	if len(tail)+len(more) < bb {
-		if len(tail)+len(more) == 0 {
-			return dst, nil
-		}
-		rest := make([]byte, 0, len(tail)+len(more))
-		rest = append(rest, tail...)
-		return dst, append(rest, more...)
-	}
-	var stack [stackScratch]byte
-	var scratch []byte
-	if hashHeaderLen+bb <= len(stack) {
-		scratch = stack[:hashHeaderLen+bb]
-	} else {
-		scratch = make([]byte, hashHeaderLen+bb)
-	}
-	binary.BigEndian.PutUint32(scratch[8:hashHeaderLen], uint32(bb))
-	body := scratch[hashHeaderLen:]
-	if len(tail) > 0 {
-		copy(body, tail)
-		n := copy(body[len(tail):], more)
-		more = more[n:]
-		prev = chainHash(scratch, prev)
-		dst = append(dst, prev)
-	}
-	for len(more) >= bb {
-		copy(body, more[:bb])
-		more = more[bb:]
-		prev = chainHash(scratch, prev)
-		dst = append(dst, prev)
-	}
-	if len(more) == 0 {
-		return dst, nil
-	}
-	return dst, bytes.Clone(more)
-}
-
-// chainHash fills the parent-hash slot of scratch (whose length field and
-// block bytes are already in place) and returns the first 8 bytes of its
-// SHA-256, big-endian.
-func chainHash(scratch []byte, prev uint64) uint64 {
-	binary.BigEndian.PutUint64(scratch[:8], prev)
-	sum := sha256.Sum256(scratch)
-	return binary.BigEndian.Uint64(sum[:8])
+	return prefixhash.AppendBlocks(dst, prev, g.blockBytes, tail, more)
 }

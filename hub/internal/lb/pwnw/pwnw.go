@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stargate-router/stargate/hub/internal/lb"
+	"github.com/stargate-router/stargate/hub/internal/lb/prefixaffinity"
 	"github.com/stargate-router/stargate/hub/internal/lb/pulsar"
 	"github.com/stargate-router/stargate/hub/internal/lb/wnw"
 	"github.com/stargate-router/stargate/hub/internal/routing"
@@ -108,6 +109,16 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Tim
 	plan := wnw.ApplySession(p.cfg.LastClusterAffinity, req, snap, order, wnw.Keep,
 		p.cfg.AffinityWait, p.cfg.InputTokensScale)
 	order = plan.Order
+	if p.cfg.PrefixAffinity && req.Prefix.Known() {
+		// The prompt's holders move up behind a promoted last cluster; the
+		// group is then the first k of this order, as always.
+		var bbuf [maxStack]int
+		lead := 0
+		if plan.Last >= 0 {
+			lead = 1
+		}
+		order = prefixaffinity.Promote(order, prefixaffinity.Band(bbuf[:0], req, snap), lead, false)
+	}
 	band := p.cfg.BandWidenInterval
 	if !p.cfg.BandWidenSet {
 		band = plan.Wait
@@ -202,6 +213,9 @@ func (p *Picker) decision(req *routing.Request, snap *routing.Snapshot, order []
 	d := lb.NewDecision(snap, cluster, rank, req)
 	d.SelectedAfterKVFreeTokensSkip = skipped
 	d.GroupSize = k
+	if p.cfg.PrefixAffinity {
+		d = prefixaffinity.Mark(d, &req.Prefix)
+	}
 	return d
 }
 

@@ -14,5 +14,9 @@
 // (docs/design/algorithms.md#last-cluster-promotion). With
 // returning_prefers_last_cluster both pickers choose that cluster before
 // the group competes whenever Admits says it can take the request
-// (docs/design/algorithms.md#returning-sessions-stay-put).
+// (docs/design/algorithms.md#returning-sessions-stay-put). With
+// prefix_affinity the clusters known to hold the request's prompt prefix
+// move up to the front of the group, behind a promoted last cluster, and
+// form the group of a request that has no ring group
+// (docs/design/algorithms.md#prefix-affinity-option).
 package wnw

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stargate-router/stargate/hub/internal/lb"
+	"github.com/stargate-router/stargate/hub/internal/lb/prefixaffinity"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 )
 
@@ -70,6 +71,13 @@ type Config struct {
 	// group is compared as upstream Stargate compares it, and promotion
 	// changes only its membership.
 	ReturningPrefersLast bool
+	// PrefixAffinity is prefix_affinity: with a prompt summary, the
+	// clusters known to hold the prompt's prefix lead the affinity order
+	// (after a promoted last cluster), form the group of a request that
+	// has no ring group, and every choice asks the proxy to record its
+	// cluster as a holder (docs/design/algorithms.md#prefix-affinity-option).
+	// Off, the summary is never read.
+	PrefixAffinity bool
 }
 
 // DefaultConfig is wait-and-widen with every field at its default.
@@ -144,8 +152,20 @@ func (p *Picker) String() string { return Name }
 // Pick implements lb.Picker: the group phase (a returning session's last
 // cluster first, with returning_prefers_last_cluster), the affinity wait,
 // the fast path and the global phase, in the order of
-// docs/design/algorithms.md#wait-and-widen.
+// docs/design/algorithms.md#wait-and-widen; with prefix_affinity, each
+// choice then carries its prefix tier and marking wish.
 func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Time, rng *rand.Rand) (routing.Decision, bool) {
+	d, ok := p.pick(req, snap, now, rng)
+	if ok && p.cfg.PrefixAffinity {
+		// With prefix_affinity every choice reports its tier and asks to be
+		// recorded as a holder.
+		d = prefixaffinity.Mark(d, &req.Prefix)
+	}
+	return d, ok
+}
+
+// pick is Pick without the prefix_affinity marking.
+func (p *Picker) pick(req *routing.Request, snap *routing.Snapshot, now time.Time, rng *rand.Rand) (routing.Decision, bool) {
 	if snap == nil || len(snap.Clusters) == 0 {
 		return routing.Decision{}, false
 	}
@@ -156,12 +176,11 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Tim
 	affinityWait := time.Duration(0)
 	groupLen := 0
 	var class Class // the session classification; every decision below reports it
-	if req.AffinityKey != "" && p.cfg.SelectionCount > 0 {
+	if p.mayHaveGroup(req) {
+		// Declared inside the branch: Go zeroes a stack array where it is
+		// declared, and requests without a group skip it.
 		var buf [maxStackEntries]int
-		group := p.affinity.group(buf[:0], snap, req)
-		if len(group) > 0 {
-			plan := ApplySession(p.cfg.LastClusterAffinity, req, snap, group, InsertAndTruncate,
-				p.cfg.AffinityWait, p.cfg.InputTokensScale)
+		if plan, ok := p.plan(buf[:0], req, snap); ok {
 			affinityWait = plan.Wait
 			groupLen = len(plan.Order)
 			class = plan.Class
@@ -202,6 +221,51 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, now time.Tim
 		return class.Stamp(d), true
 	}
 	return class.Stamp(routing.Decision{Wait: minWait(groupWait, o.Wait)}), false
+}
+
+// mayHaveGroup reports whether req can have an affinity group: a ring
+// group (an affinity key and k > 0), or its prompt's holders
+// (prefix_affinity and a summary).
+func (p *Picker) mayHaveGroup(req *routing.Request) bool {
+	return (req.AffinityKey != "" && p.cfg.SelectionCount > 0) || (p.cfg.PrefixAffinity && req.Prefix.Known())
+}
+
+// plan returns the affinity group of req after the session rules and the
+// prefix_affinity option, in dst's backing array, and false when the
+// request has no group (the global phase decides alone):
+//   - with an affinity key and k > 0, the key's ring group, its last
+//     cluster promoted for a returning session, then (prefix_affinity)
+//     the prompt's prefix holders moved up behind it, the group keeping
+//     its size k;
+//   - otherwise, with prefix_affinity and a summary, the holders alone
+//     (prefixaffinity.Band) form the group, with the configured wait and
+//     discount: a request without a ring group still waits for the
+//     clusters that hold its prompt.
+func (p *Picker) plan(dst []int, req *routing.Request, snap *routing.Snapshot) (Plan, bool) {
+	prefix := p.cfg.PrefixAffinity && req.Prefix.Known()
+	if req.AffinityKey != "" && p.cfg.SelectionCount > 0 {
+		group := p.affinity.group(dst, snap, req)
+		if len(group) == 0 {
+			return Plan{}, false
+		}
+		plan := ApplySession(p.cfg.LastClusterAffinity, req, snap, group, InsertAndTruncate,
+			p.cfg.AffinityWait, p.cfg.InputTokensScale)
+		if prefix {
+			var bbuf [maxStackEntries]int
+			lead := 0
+			if plan.Last >= 0 {
+				lead = 1
+			}
+			plan.Order = prefixaffinity.Promote(plan.Order, prefixaffinity.Band(bbuf[:0], req, snap), lead, true)
+		}
+		return plan, true
+	}
+	if prefix {
+		if band := prefixaffinity.Band(dst, req, snap); len(band) > 0 {
+			return Plan{Order: band, Wait: p.cfg.AffinityWait, Scale: p.cfg.InputTokensScale, Last: -1}, true
+		}
+	}
+	return Plan{}, false
 }
 
 // minWait is the shorter of two waits where 0 means "no wait".

@@ -65,6 +65,38 @@ func Sessions() Dashboard {
 					Description: "Requests whose hinted cluster was not a candidate (gone, not serving the model): they are routed as new. Bursts follow a cluster leaving.",
 					Queries:     []Query{q(`sum by (algorithm) (rate(stargate_routing_session_selections_total{session_state="stale", `+sh+`}[$__rate_interval]))`, "{{algorithm}}")}},
 			}},
+			{Title: "Content-prefix affinity", Panels: []Panel{
+				{Title: "Prefix tiers of answered requests", Unit: "reqps", Stacked: true,
+					Description: "Requests of prefix-aware routes (prefix-affinity, or prefix_affinity on wait-and-widen) answered 2xx, by the tier of the decision that served them: cache (a cluster holding the prompt's prefix had room), split (every holder was saturated, so another cluster took a copy), overflow (nothing cleared the split guard: served once without becoming a holder), load (no cluster was known to hold any of it). A growing split or overflow share means the clusters holding the hot prefixes are full.",
+					Queries:     []Query{q(`sum by (tier) (rate(stargate_prefix_routed_total{model=~"$model"}[$__rate_interval]))`, "{{tier}}")}},
+				{Title: "Prompt summaries by result", Unit: "reqps", Stacked: true,
+					Description: "x-stargate-prompt-prefix on requests of prefix-aware routes: ok, absent (embeddings, a prompt under one block, or the gateway's --prompt-prefix-enabled off), invalid or unknown_version (routed as absent). invalid or unknown_version above zero means a gateway of another version or a broken client path.",
+					Queries:     []Query{q(`sum by (result) (rate(stargate_prefix_summaries_total{model=~"$model"}[$__rate_interval]))`, "{{result}}")}},
+				{Title: "Prefix index: lookups that found a holder", Unit: "percentunit", Ratio: true,
+					Description: "Share of the hub's prefix index lookups that found some cluster holding a prefix of the prompt, per hub replica. Each replica learns only from the requests it routed; the session hint covers turns another replica routed.",
+					Queries:     []Query{q(`sum by (instance) (rate(stargate_prefix_index_lookups_total{result="hit"}[$__rate_interval])) / sum by (instance) (rate(stargate_prefix_index_lookups_total[$__rate_interval]))`, "{{instance}}")}},
+				{Title: "Prefix index memory against its bound", Unit: "bytes",
+					Description: "Approximate memory of the stored checkpoints per hub replica, against the hard bound set by --prefix-index-max-nodes and --prefix-index-max-holders. At the bound the least recently marked checkpoints are evicted (capacity evictions).",
+					Queries: []Query{
+						q(`sum by (instance) (stargate_prefix_index_bytes)`, "{{instance}}"),
+						q(`sum by (instance) (stargate_prefix_index_max_bytes)`, "{{instance}} bound"),
+					}},
+				{Title: "Prefix index size", Unit: "short",
+					Description: "Checkpoints stored, holder entries (one per copy of a checkpoint on a cluster: holders / nodes is the copies per checkpoint), distinct prompt blocks covered, and clusters with a slot.",
+					Queries: []Query{
+						q(`sum by (instance) (stargate_prefix_index_nodes)`, "{{instance}} nodes"),
+						q(`sum by (instance) (stargate_prefix_index_holders)`, "{{instance}} holders"),
+						q(`sum by (instance) (stargate_prefix_index_blocks)`, "{{instance}} blocks"),
+						q(`sum by (instance) (stargate_prefix_index_clusters)`, "{{instance}} clusters"),
+					}},
+				{Title: "Prefix index marks and evictions", Unit: "ops",
+					Description: "Marks (answered requests recorded as held by their cluster), holder entries evicted by reason (ttl: not re-marked within --prefix-index-ttl; capacity: the index was full; cluster_left; holder_cap: a checkpoint already had --prefix-index-max-holders), and marks dropped for want of a cluster slot (should stay 0).",
+					Queries: []Query{
+						q(`sum(rate(stargate_prefix_index_marks_total[$__rate_interval]))`, "marks"),
+						q(`sum by (reason) (rate(stargate_prefix_index_evictions_total[$__rate_interval]))`, "evicted {{reason}}"),
+						q(`sum(rate(stargate_prefix_index_dropped_marks_total[$__rate_interval]))`, "dropped marks"),
+					}},
+			}},
 		},
 	}
 }

@@ -1,0 +1,34 @@
+package prefixhash
+
+import "strconv"
+
+// AnchorBlocks is how deep into the prompt AnchorKey reaches (32 blocks,
+// 512 estimated tokens at the default geometry): deep enough that
+// requests sharing a system prompt or a document share it, and that an
+// anonymous conversation's first message, which every later turn
+// re-sends, makes it the conversation's own.
+const AnchorBlocks = 32
+
+// AnchorKeyPrefix starts every AnchorKey, in the affinity-key namespace
+// the gateway's session keys use ("mt:v1:<kind>:").
+const AnchorKeyPrefix = "mt:v1:prefix:"
+
+// AnchorKey is the affinity key the hub chooses a backend and an engine
+// inside a cluster by for a request without a session key: the summary's
+// first checkpoint at or past AnchorBlocks, or its last when the prompt is
+// shorter, in hex. Requests that share the prompt up to there get the
+// same key, so a shared prefix is cached on one engine of a cluster
+// rather than on each in turn. The empty string for an empty summary.
+func AnchorKey(s Summary) string {
+	if len(s.Hashes) == 0 {
+		return ""
+	}
+	i := len(s.Hashes) - 1
+	for j := range s.Hashes {
+		if s.Blocks(j) >= AnchorBlocks {
+			i = j
+			break
+		}
+	}
+	return AnchorKeyPrefix + strconv.FormatUint(s.Hashes[i], 16)
+}

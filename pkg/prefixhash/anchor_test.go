@@ -1,0 +1,41 @@
+package prefixhash
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestAnchorKey: the key sits at the first checkpoint reaching
+// AnchorBlocks, so prompts that agree up to there share it whatever
+// follows, prompts that differ before it do not, and a short prompt
+// anchors at its last checkpoint.
+func TestAnchorKey(t *testing.T) {
+	if got := AnchorKey(Summary{}); got != "" {
+		t.Fatalf("AnchorKey of no summary = %q, want empty", got)
+	}
+	sum := func(blocks int, base uint64) Summary {
+		hashes := make([]uint64, blocks)
+		for i := range hashes {
+			hashes[i] = base + uint64(i)
+		}
+		return Summarize(hashes, DefaultBlockTokens)
+	}
+	long, longer := sum(200, 1000), sum(1500, 1000)
+	if AnchorKey(long) != AnchorKey(longer) {
+		t.Errorf("prompts sharing their first %d blocks got keys %q and %q", AnchorBlocks, AnchorKey(long), AnchorKey(longer))
+	}
+	if AnchorKey(long) == AnchorKey(sum(200, 5000)) {
+		t.Error("prompts differing from the first block share a key")
+	}
+	short := sum(5, 1000)
+	if want := AnchorKeyPrefix + strconv.FormatUint(1004, 16); AnchorKey(short) != want {
+		t.Errorf("5-block prompt: key %q, want its last checkpoint %q", AnchorKey(short), want)
+	}
+	if want := AnchorKeyPrefix + strconv.FormatUint(1000+AnchorBlocks-1, 16); AnchorKey(long) != want {
+		t.Errorf("200-block prompt: key %q, want block 32's hash %q", AnchorKey(long), want)
+	}
+	if !strings.HasPrefix(AnchorKey(longer), AnchorKeyPrefix) {
+		t.Error("key lacks its prefix")
+	}
+}
