@@ -40,6 +40,7 @@ func TestE2E(t *testing.T) {
 			{"TLSAndToken", testTLSAndToken},
 			{"LBConfigRejected", testLBConfigRejected},
 			{"LastClusterAffinity", testLastClusterAffinity},
+			{"PrefixAffinity", testPrefixAffinity},
 		} {
 			t.Run(sc.name, sc.run)
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stargate-router/stargate/pkg/prefixhash"
 )
 
 // writeFile writes content to a file in the test's temp dir.
@@ -120,5 +122,77 @@ func testLastClusterAffinity(t *testing.T) {
 	m = mustScrape(t, e.cl, h.metricsURL)
 	if got := m.value("stargate_routing_expressions_total", "algorithm", "pulsar-wait-and-widen", "cache", "build"); got != 1 {
 		t.Errorf("stargate_routing_expressions_total{cache=build} = %v, want 1", got)
+	}
+}
+
+// testPrefixAffinity runs prefix-affinity over three clusters: the first
+// request of a prompt is placed by load and its cluster becomes the
+// prompt's holder once its answer starts; every later request sharing the
+// prompt's prefix, keyless, is served there as a cache-tier decision; a
+// malformed summary is routed as if none had been sent. The tiers and the
+// index show in the metrics and /debug/state.
+func testPrefixAffinity(t *testing.T) {
+	e := newEnv(t)
+	lbPath := writeFile(t, "lb.json", `{"models":{"`+model+`":{"algorithm":"prefix-affinity"}}}`)
+	h := e.hub("--lb-config-path", lbPath)
+	var pylons []*pylonProc
+	for _, id := range []string{"pylon-a", "pylon-b", "pylon-c"} {
+		pylons = append(pylons, e.pylon(h, e.mock("--ttft-ms", "1", "--token-delay-ms", "1"), id, "--initial-input-tps", "50000"))
+	}
+	e.waitRegistered(h, pylons...)
+	ctx := t.Context()
+	summary := func(blocks int, seed uint64) string {
+		hashes := make([]uint64, blocks)
+		for i := range hashes {
+			hashes[i] = seed<<32 | uint64(i)
+		}
+		return prefixhash.FormatHeader(prefixhash.Summarize(hashes, prefixhash.DefaultBlockTokens))
+	}
+	withSummary := func(v string) http.Header {
+		hdr := http.Header{}
+		hdr.Set("x-stargate-prompt-prefix", v)
+		return hdr
+	}
+	var holder string
+	waitFor(t, 10*time.Second, "the prompt's first request to be served", func() (bool, string) {
+		r := h.stream(ctx, e.cl, chat{Content: promptOf(64), OutputTokens: 2, Header: withSummary(summary(100, 7))})
+		holder = r.Header.Get("x-stargate-cluster-id")
+		return r.ok(2), r.String()
+	})
+	// Later turns of the same prompt: their summaries share every
+	// checkpoint of the first one (a longer prompt, the same start).
+	for i := range 6 {
+		r := h.stream(ctx, e.cl, chat{Content: promptOf(64), OutputTokens: 2, Header: withSummary(summary(100+10*i, 7))})
+		if got := r.Header.Get("x-stargate-cluster-id"); !r.ok(2) || got != holder {
+			t.Fatalf("request %d sharing the prefix held by %s was served by %q: %v", i, holder, got, r)
+		}
+	}
+	if r := h.stream(ctx, e.cl, chat{Content: promptOf(16), OutputTokens: 1, Header: withSummary("1.16.3.not-base64!")}); !r.ok(1) {
+		t.Fatalf("malformed summary: %v", r)
+	}
+	m := mustScrape(t, e.cl, h.metricsURL)
+	if got := m.value("stargate_prefix_routed_total", "model", model, "tier", "cache"); got != 6 {
+		t.Errorf("cache-tier answers: %v, want 6", got)
+	}
+	if got := m.value("stargate_prefix_routed_total", "model", model, "tier", "load"); got < 1 {
+		t.Errorf("load-tier answers: %v, want the first request", got)
+	}
+	if got := m.value("stargate_prefix_summaries_total", "model", model, "result", "invalid"); got != 1 {
+		t.Errorf("invalid summaries: %v, want 1", got)
+	}
+	if got := m.value("stargate_prefix_index_marks_total"); got < 7 {
+		t.Errorf("index marks: %v, want at least 7", got)
+	}
+	var st struct {
+		Prefix struct {
+			Nodes    int `json:"nodes"`
+			Clusters int `json:"clusters"`
+		} `json:"prefix_index"`
+	}
+	if err := getJSON(e.cl, h.adminURL+"/debug/state", "", &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Prefix.Nodes == 0 || st.Prefix.Clusters < 1 {
+		t.Errorf("/debug/state prefix_index: %+v", st.Prefix)
 	}
 }
