@@ -76,7 +76,14 @@ func (s *scratch) render(w prefixhash.Writer, r *request.Request, body []byte) b
 	case request.Responses:
 		return s.responses(w, r.Resp, body)
 	case request.Completions:
-		return s.completion(w, r.Prompt)
+		// The prompt as the body wrote it: the parse's compact copy
+		// re-escapes bytes that are not UTF-8, which the engine's decoder
+		// replaces with U+FFFD instead (a finding of FuzzRenderMatchesEngine).
+		prompt := member(body, "prompt")
+		if prompt == nil {
+			prompt = r.Prompt
+		}
+		return s.completion(w, prompt)
 	}
 	return false
 }
