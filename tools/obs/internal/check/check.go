@@ -49,6 +49,8 @@ func EventOnly() map[string]string {
 		"pylon_model_calibration_duration_ms":                      "only when a pylon calibrates at startup; the demo's pylons start with --initial-input-tps",
 		"pylon_engine_stats_stale_cleanups_total":                  "only after 30 s (stats) or 300 s (requests) without engine events",
 		"pylon_engine_stats_source_transitions_total":              "only when the throughput source changes (an engine without a stats stream)",
+		"stargate_prefix_summaries_total":                          "only for requests of a prefix-aware route (prefix-affinity, or prefix_affinity on wait-and-widen); the demo routes with pulsar-wait-and-widen (hub/e2e TestE2E/Suite/PrefixAffinity scrapes it)",
+		"stargate_prefix_routed_total":                             "only for requests of a prefix-aware route answered 2xx; the demo routes with pulsar-wait-and-widen (hub/e2e TestE2E/Suite/PrefixAffinity scrapes it)",
 	}
 }
 
