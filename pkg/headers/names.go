@@ -526,3 +526,10 @@ func hasPrefixFold(s, prefix string) bool {
 // either direction (RFC 9110 §7.6.1, plus the legacy Proxy-Connection and
 // Keep-Alive), in canonical form.
 var HopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Transfer-Encoding", "Te", "Trailer", "Upgrade"}
+
+// PayloadKeyPrefix starts the CacheAffinityKey the gateway derives from a
+// request's whole body when the client named no session
+// (mt:v1:payload:<sha256>). Such a key names one request only, so the hub
+// does not read it as a session when it places a request by its prompt
+// (prefixhash.InnerKey).
+const PayloadKeyPrefix = "mt:v1:payload:"

@@ -116,7 +116,7 @@ func AffinityKey(session string) string {
 func PayloadAffinityKey(msgs []Message) string {
 	b, _ := json.Marshal(msgs) // strings only: cannot fail
 	sum := sha256.Sum256(b)
-	return "mt:v1:payload:" + hex.EncodeToString(sum[:])
+	return headers.PayloadKeyPrefix + hex.EncodeToString(sum[:])
 }
 
 // PromptPrefix is the x-stargate-prompt-prefix a gateway with prompt

@@ -1,6 +1,11 @@
 package prefixhash
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/stargate-router/stargate/pkg/headers"
+)
 
 // AnchorBlocks is how deep into the prompt AnchorKey reaches (32 blocks,
 // 512 estimated tokens at the default geometry): deep enough that
@@ -31,4 +36,16 @@ func AnchorKey(s Summary) string {
 		}
 	}
 	return AnchorKeyPrefix + strconv.FormatUint(s.Hashes[i], 16)
+}
+
+// InnerKey is the key that chooses the backend and the engine inside the
+// chosen cluster for a request with affinity key affinityKey and summary s:
+// AnchorKey(s) when the request has no session key (none, or the
+// gateway's per-request payload key), else affinityKey. The hub's proxy
+// and the routing simulator both place requests by it.
+func InnerKey(affinityKey string, s Summary) string {
+	if len(s.Hashes) > 0 && (affinityKey == "" || strings.HasPrefix(affinityKey, headers.PayloadKeyPrefix)) {
+		return AnchorKey(s)
+	}
+	return affinityKey
 }

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stargate-router/stargate/pkg/headers"
 )
 
 // TestAnchorKey: the key sits at the first checkpoint reaching
@@ -37,5 +39,28 @@ func TestAnchorKey(t *testing.T) {
 	}
 	if !strings.HasPrefix(AnchorKey(longer), AnchorKeyPrefix) {
 		t.Error("key lacks its prefix")
+	}
+}
+
+// TestInnerKey: a session key places the request inside its cluster; no key
+// or a payload key (one request only) gives way to the prompt's anchor;
+// without a summary the key stands.
+func TestInnerKey(t *testing.T) {
+	hashes := make([]uint64, 100)
+	for i := range hashes {
+		hashes[i] = uint64(i) + 1
+	}
+	s := Summarize(hashes, DefaultBlockTokens)
+	for _, tc := range []struct{ key, want string }{
+		{"mt:v1:session:abc", "mt:v1:session:abc"},
+		{"", AnchorKey(s)},
+		{headers.PayloadKeyPrefix + "ff", AnchorKey(s)},
+	} {
+		if got := InnerKey(tc.key, s); got != tc.want {
+			t.Errorf("InnerKey(%q) = %q, want %q", tc.key, got, tc.want)
+		}
+	}
+	if got := InnerKey(headers.PayloadKeyPrefix+"ff", Summary{}); got != headers.PayloadKeyPrefix+"ff" {
+		t.Errorf("no summary: %q", got)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/stargate-router/stargate/pkg/headers"
 )
 
 // Source says where a session id came from. The values are the source
@@ -137,7 +139,7 @@ func Derive(in Inputs) (Session, error) {
 	}
 	if in.Payload != nil {
 		sum := sha256.Sum256(in.Payload())
-		key := "mt:v1:payload:" + hex.EncodeToString(sum[:])
+		key := headers.PayloadKeyPrefix + hex.EncodeToString(sum[:])
 		return Session{ID: key, Source: SourcePayload, AffinityKey: key}, nil
 	}
 	return Session{}, nil

@@ -3,7 +3,6 @@ package proxy
 import (
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/routing"
@@ -18,12 +17,6 @@ type PrefixIndex interface {
 	Match(model string, s prefixhash.Summary, dst []routing.PrefixHolder) []routing.PrefixHolder
 	Mark(model string, s prefixhash.Summary, clusterID string)
 }
-
-// payloadKeyPrefix starts the affinity key the gateway derives from a
-// request's whole body when the client named no session
-// (docs/design/sessions.md): it names one request only, so it says
-// nothing about where the request's prefix is cached.
-const payloadKeyPrefix = "mt:v1:payload:"
 
 // parsePrefix reads x-stargate-prompt-prefix for a route that uses
 // prefixes: the summary, what the index knows of it, and the key that
@@ -58,8 +51,8 @@ func (p *Proxy) parsePrefix(h http.Header, req *request, rr *routing.Request, ro
 	req.prefix = s
 	rr.Prefix = routing.PrefixMatch{TotalBlocks: s.TotalBlocks, BlockTokens: s.BlockTokens, Stride: s.Stride,
 		Holders: p.cfg.Prefix.Match(req.target.Model, s, nil)}
-	if rr.AffinityKey == "" || strings.HasPrefix(rr.AffinityKey, payloadKeyPrefix) {
-		req.backendKey = prefixhash.AnchorKey(s)
+	if k := prefixhash.InnerKey(rr.AffinityKey, s); k != rr.AffinityKey {
+		req.backendKey = k
 	}
 }
 

@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/stargate-router/stargate/hub/internal/dispatch"
@@ -90,24 +89,16 @@ func newHub(cfgText []byte, model string, opts Options) (*hub, error) {
 // (hub/internal/proxy/prefix.go), for a request whose gateway summary is
 // s: on a route that reads prefixes, it fills rr.Prefix with what the
 // index knows of s now, once, before the first pass, and returns the key
-// that chooses the backend and the engine inside the chosen cluster: the
-// summary's anchor for a request without a session key (none, or a
-// payload key, which names one request only), else the affinity key.
-func (h *hub) prefixRequest(rr *routing.Request, s prefixhash.Summary, anchor string) string {
+// that chooses the backend and the engine inside the chosen cluster
+// (prefixhash.InnerKey, as the proxy does).
+func (h *hub) prefixRequest(rr *routing.Request, s prefixhash.Summary) string {
 	if !h.route.UsesPrefix || s.Empty() {
 		return rr.AffinityKey
 	}
 	rr.Prefix = routing.PrefixMatch{TotalBlocks: s.TotalBlocks, BlockTokens: s.BlockTokens, Stride: s.Stride,
 		Holders: h.prefix.Match(h.target.Model, s, nil)}
-	if rr.AffinityKey == "" || strings.HasPrefix(rr.AffinityKey, payloadKeyPrefix) {
-		return anchor
-	}
-	return rr.AffinityKey
+	return prefixhash.InnerKey(rr.AffinityKey, s)
 }
-
-// payloadKeyPrefix starts the affinity key the gateway derives from a
-// request's body when the client named no session.
-const payloadKeyPrefix = "mt:v1:payload:"
 
 // markPrefix is the proxy's mark when a 2xx's headers arrive from the
 // chosen cluster: the decision asked for it (Decision.PrefixMark), and

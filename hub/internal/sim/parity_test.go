@@ -293,7 +293,7 @@ func runSimSide(t *testing.T, cfg string, seed uint64) []decision {
 		rng := rand.New(rand.NewPCG(seed+uint64(i), 1)) //nolint:gosec // G404: a test stream
 		rr := routing.Request{ID: "r" + strconv.Itoa(i), InputTokens: pr.tokens, AffinityKey: pr.affinity,
 			ReceivedAt: at, LastClusterID: pr.hint}
-		key := h.prefixRequest(&rr, pr.summary, prefixhash.AnchorKey(pr.summary))
+		key := h.prefixRequest(&rr, pr.summary)
 		pass := h.newPass(rr)
 		d := &out[i]
 		for {

@@ -526,7 +526,7 @@ func (r *runner) arrive(rs *reqState) {
 		if r.hub.route.LastClusterAffinity && rs.pr.session != "" {
 			rreq.LastClusterID = r.lastCluster[rs.pr.session]
 		}
-		rs.innerKey = r.hub.prefixRequest(&rreq, rs.pr.summary, rs.pr.anchor)
+		rs.innerKey = r.hub.prefixRequest(&rreq, rs.pr.summary)
 		rs.pass = r.hub.newPass(rreq)
 	}
 	r.decide(rs)
