@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stargate-router/stargate/hub/internal/routepage"
 	"github.com/stargate-router/stargate/pkg/prefixhash"
 )
 
@@ -55,7 +57,8 @@ func testLastClusterAffinity(t *testing.T) {
 	lbPath := writeFile(t, "lb.json", `{"models":{"`+model+`":{"algorithm":"pulsar-wait-and-widen",
 		"cache_affinity_wait_ms":200,"last_cluster_affinity":true}}}`)
 	h := e.hub("--lb-config-path", lbPath, "--allow-anonymous-clients")
-	a := e.pylon(h, e.mock("--ttft-ms", "1", "--token-delay-ms", "1"), "pylon-a", "--initial-input-tps", "50000")
+	a := e.pylon(h, e.mock("--ttft-ms", "1", "--token-delay-ms", "1"), "pylon-a", "--initial-input-tps", "50000",
+		"--region", "eu-west")
 	b := e.pylon(h, e.mock("--ttft-ms", "1", "--token-delay-ms", "1"), "pylon-b", "--initial-input-tps", "50000")
 	e.waitRegistered(h, a, b)
 	ctx := t.Context()
@@ -122,6 +125,55 @@ func testLastClusterAffinity(t *testing.T) {
 	m = mustScrape(t, e.cl, h.metricsURL)
 	if got := m.value("stargate_routing_expressions_total", "algorithm", "pulsar-wait-and-widen", "cache", "build"); got != 1 {
 		t.Errorf("stargate_routing_expressions_total{cache=build} = %v, want 1", got)
+	}
+	checkRoutingPage(t, e, h, home, other)
+}
+
+// checkRoutingPage reads the routing page's JSON after testLastClusterAffinity:
+// both clusters, grouped by the region pylon-a was started with and by RTT
+// for pylon-b; the one session's turns in order, named by a hash, never by
+// its key; the returning turns counted.
+func checkRoutingPage(t *testing.T, e *env, h *hubProc, home, other string) {
+	t.Helper()
+	var body json.RawMessage
+	if err := getJSON(e.cl, h.adminURL+"/debug/routing?window_s=600", "", &body); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(body), "mt:v1:session:e2e") {
+		t.Error("/debug/routing names the session by its raw affinity key")
+	}
+	var v routepage.View
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("/debug/routing: %v", err)
+	}
+	regions := map[string]string{}
+	for _, c := range v.Clusters {
+		regions[c.ClusterID] = c.Region + "/" + c.RegionSource
+	}
+	if regions["pylon-a"] != "eu-west/pylon" || regions["pylon-b"] != "rtt-1/rtt" {
+		t.Errorf("cluster regions %v, want pylon-a eu-west (its --region) and pylon-b rtt-1", regions)
+	}
+	if len(v.Sessions.Items) != 1 {
+		t.Fatalf("sessions %+v, want the test's one session", v.Sessions)
+	}
+	s := v.Sessions.Items[0]
+	var clusters []string
+	for _, turn := range s.Turns {
+		clusters = append(clusters, turn.ClusterID)
+	}
+	if len(s.Turns) < 4 || clusters[0] != home || clusters[1] != other || clusters[2] != other || clusters[3] != other ||
+		s.Turns[0].Flow != "first" || s.Turns[2].Flow != "stay" {
+		t.Errorf("session turns on %v (flows of the first three: %v), want %s then %s three times", clusters,
+			[]string{s.Turns[0].Flow, s.Turns[1].Flow, s.Turns[2].Flow}, home, other)
+	}
+	returning := 0
+	for _, d := range v.Decisions {
+		if d.Algorithm == "pulsar-wait-and-widen" {
+			returning += d.SessionClasses["returning"]
+		}
+	}
+	if returning != 3 || v.Records.InWindow < 6 || !v.Records.WindowCovered || v.HubID == "" {
+		t.Errorf("returning %d, records %+v, hub %q", returning, v.Records, v.HubID)
 	}
 }
 
@@ -194,5 +246,14 @@ func testPrefixAffinity(t *testing.T) {
 	}
 	if st.Prefix.Nodes == 0 || st.Prefix.Clusters < 1 {
 		t.Errorf("/debug/state prefix_index: %+v", st.Prefix)
+	}
+	var v routepage.View
+	if err := getJSON(e.cl, h.adminURL+"/debug/routing", "", &v); err != nil {
+		t.Fatal(err)
+	}
+	p := v.Prefix
+	if !p.Enabled || p.Index.Nodes == 0 || p.Tiers["cache"] != 6 || len(p.Hottest) == 0 || p.Hottest[0].Requests != 7 ||
+		len(p.Hottest[0].Clusters) != 1 || p.Hottest[0].Clusters[0].ClusterID != holder {
+		t.Errorf("/debug/routing prefix %+v, want the prompt's 7 requests all answered by %s", p, holder)
 	}
 }

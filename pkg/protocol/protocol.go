@@ -30,6 +30,9 @@ const MaxFrameBytes = 64 << 10
 // MaxRegistrationLineBytes bounds one NDJSON registration line.
 const MaxRegistrationLineBytes = 4 << 20
 
+// MaxRegionBytes bounds Handshake.Region.
+const MaxRegionBytes = 64
+
 // Handshake is the first frame on a new connection, from pylon to hub.
 type Handshake struct {
 	V                 int    `json:"v"`
@@ -44,6 +47,10 @@ type Handshake struct {
 	// HeartbeatMs is the pylon's --min-update-interval-ms; the hub derives
 	// its idle timeout from it.
 	HeartbeatMs uint64 `json:"heartbeat_ms"`
+	// Region is the pylon's --region label, for people: the hub's routing
+	// page groups clusters by it. Routing never reads it (RTT is what
+	// region-aware algorithms measure). Empty means not set.
+	Region string `json:"region,omitempty"`
 }
 
 // Ack codes a hub sends when it refuses a handshake. Peers branch on the
@@ -186,6 +193,8 @@ func (h *Handshake) Validate() (code string, err error) {
 		return CodeInvalid, errors.New("inference_server_id is required")
 	case len(h.InferenceServerID) > 256 || len(h.ClusterID) > 256:
 		return CodeInvalid, errors.New("inference_server_id and cluster_id are at most 256 bytes")
+	case len(h.Region) > MaxRegionBytes:
+		return CodeInvalid, fmt.Errorf("region is at most %d bytes", MaxRegionBytes)
 	}
 	return CodeOK, nil
 }

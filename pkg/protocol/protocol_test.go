@@ -145,6 +145,8 @@ func TestValidate(t *testing.T) {
 		{name: "ok", hs: Handshake{V: Version, InferenceServerID: "p"}, want: CodeOK},
 		{name: "ok with cluster", hs: Handshake{V: Version, InferenceServerID: "p", ClusterID: "c"}, want: CodeOK},
 		{name: "256-byte id", hs: Handshake{V: Version, InferenceServerID: long[:256]}, want: CodeOK},
+		{name: "64-byte region", hs: Handshake{V: Version, InferenceServerID: "p", Region: long[:64]}, want: CodeOK},
+		{name: "65-byte region", hs: Handshake{V: Version, InferenceServerID: "p", Region: long[:65]}, want: CodeInvalid},
 		{name: "old version", hs: Handshake{V: 0, InferenceServerID: "p"}, want: CodeVersion},
 		{name: "new version", hs: Handshake{V: Version + 1, InferenceServerID: "p"}, want: CodeVersion},
 		{name: "no id", hs: Handshake{V: Version}, want: CodeInvalid},

@@ -106,6 +106,9 @@ apart), then extraEnv. Called with (dict "root" $ "backend" $backend).
 {{- $env = append $env (dict "name" (index . 0) "value" (include "pylon.envValue" (index . 1))) }}
 {{- end }}
 {{- end }}
+{{- if $v.region }}
+{{- $env = append $env (dict "name" "PYLON_REGION" "value" $v.region) }}
+{{- end }}
 {{- if $v.authToken.enabled }}
 {{- $env = append $env (dict "name" "STARGATE_AUTH_TOKEN_FILE" "value" "/etc/stargate/auth-token/token") }}
 {{- end }}

@@ -18,6 +18,8 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/lbreload"
 	"github.com/stargate-router/stargate/hub/internal/prefixindex"
 	"github.com/stargate-router/stargate/hub/internal/proxy"
+	"github.com/stargate-router/stargate/hub/internal/routelog"
+	"github.com/stargate-router/stargate/hub/internal/routepage"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/hub/internal/tunnel"
@@ -44,7 +46,9 @@ type App struct {
 	reg   *registrar
 	// prefix remembers which clusters hold which prompt prefixes, for
 	// prefix-aware routes.
-	prefix  *prefixindex.Index
+	prefix *prefixindex.Index
+	// page is the live routing page; nil with --routing-page-records 0.
+	page    *routepage.Page
 	ready   serve.Readiness
 	api     serve.Server
 	metrics serve.Server
@@ -106,6 +110,12 @@ func New(cfg Config, log *slog.Logger, version string) (*App, error) {
 	}
 	pcfg.Prefix = a.prefix
 	reg.MustRegister(newPrefixCollector(cfg.MetricsPrefix, a.prefix, cfg.PrefixIndex()))
+	if cfg.RoutingPageRecords > 0 {
+		records := routelog.New(cfg.RoutingPageRecords)
+		pcfg.Records = records
+		a.page = &routepage.Page{HubID: cfg.HubID, Log: records, Fleet: a.store, Clock: clk,
+			Prefix: prefixView(a.prefix, cfg.PrefixIndex().MaxBytes())}
+	}
 	a.proxy = proxy.New(pcfg, a.store, a.tunnels, gen.Resolver)
 	a.proxy.SetGeneration(proxyGeneration(gen))
 	if err := a.listen(reg, backendLn); err != nil {
@@ -286,6 +296,14 @@ func (a *App) adminMux(reg *prometheus.Registry) http.Handler {
 	mux.Handle("GET /metrics", metrics)
 	debug := http.NewServeMux()
 	debug.HandleFunc("GET /debug/state", a.serveDebug)
+	if a.page != nil {
+		debug.HandleFunc("GET /debug/routing", a.page.ServeJSON)
+		for _, path := range []string{"/ui", "/ui/", "/ui/page.js", "/ui/page.css"} {
+			mux.HandleFunc("GET "+path+pathEnd(path), a.page.ServeUI)
+		}
+	} else {
+		mux.HandleFunc("GET /ui", pageOff)
+	}
 	if a.cfg.Pprof {
 		obs.Pprof(debug)
 	}
@@ -346,7 +364,7 @@ type registrar struct {
 }
 
 func (r *registrar) Registered(b tunnel.Backend, reg *protocol.Registration, rtt time.Duration, rttKnown bool) {
-	r.store.Apply(state.Backend{ID: b.ID, ClusterID: b.ClusterID, URL: b.URL}, reg, rtt, rttKnown)
+	r.store.Apply(state.Backend{ID: b.ID, ClusterID: b.ClusterID, URL: b.URL, Region: b.Region}, reg, rtt, rttKnown)
 }
 
 func (r *registrar) Disconnected(b tunnel.Backend) {

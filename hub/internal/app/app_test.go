@@ -124,7 +124,7 @@ func TestAPIListenerAuthenticatesClients(t *testing.T) {
 func TestAdminListener(t *testing.T) {
 	t.Run("open", func(t *testing.T) {
 		r := startApp(t, func(c *Config) { c.Pprof = true })
-		for _, path := range []string{"/debug/state", "/metrics", "/debug/pprof/"} {
+		for _, path := range []string{"/debug/state", "/metrics", "/debug/pprof/", "/debug/routing", "/ui", "/ui/page.js"} {
 			if got, body := get(t, r.client, r.metricsURL+path, ""); got != http.StatusOK {
 				t.Errorf("GET %s: status %d: %s", path, got, body)
 			}
@@ -160,6 +160,12 @@ func TestAdminListener(t *testing.T) {
 			{"/debug/pprof/", "", http.StatusUnauthorized},
 			{"/debug/pprof/", "adm-1", http.StatusOK},
 			{"/debug/nothing", "", http.StatusUnauthorized},
+			{"/debug/routing", "", http.StatusUnauthorized},
+			{"/debug/routing", "adm-1", http.StatusOK},
+			// The page's files hold no data; the page asks for the token.
+			{"/ui", "", http.StatusOK},
+			{"/ui/page.css", "", http.StatusOK},
+			{"/ui/nothing", "", http.StatusNotFound},
 			{"/metrics", "", http.StatusOK},
 		} {
 			if got, body := get(t, r.client, r.metricsURL+tc.path, tc.token); got != tc.want {
@@ -180,6 +186,14 @@ func TestAdminListener(t *testing.T) {
 		}
 		if got, _ := get(t, r.client, r.metricsURL+"/debug/state", "adm-2"); got != http.StatusUnauthorized {
 			t.Errorf("with the token file gone: status %d, want 401 (closed, not open)", got)
+		}
+	})
+	t.Run("routing page off", func(t *testing.T) {
+		r := startApp(t, func(c *Config) { c.RoutingPageRecords = 0 })
+		for _, path := range []string{"/ui", "/debug/routing"} {
+			if got, body := get(t, r.client, r.metricsURL+path, ""); got != http.StatusNotFound {
+				t.Errorf("GET %s with the page off: status %d, want 404: %s", path, got, body)
+			}
 		}
 	})
 	t.Run("metrics require the admin token", func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/stargate-router/stargate/hub/internal/filewatch"
 	"github.com/stargate-router/stargate/hub/internal/prefixindex"
 	"github.com/stargate-router/stargate/hub/internal/proxy"
+	"github.com/stargate-router/stargate/hub/internal/routelog"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/headers"
@@ -82,6 +83,9 @@ type Config struct {
 	PrefixIndexMaxNodes   int
 	PrefixIndexMaxHolders int
 	PrefixIndexTTL        time.Duration
+	// RoutingPageRecords is the routing page's record ring
+	// (--routing-page-records); 0 turns the page off.
+	RoutingPageRecords int
 
 	// Who may call each listener. Every listener that serves callers
 	// authenticates them unless an insecure flag says otherwise: a
@@ -113,7 +117,7 @@ func DefaultConfig() Config {
 		LBConfigWatch: true, LBConfigReloadDebounce: filewatch.DefaultDebounce,
 		BackendAffinity: "on", BackendAffinityLoadFactor: state.DefaultBackendAffinityLoadFactor,
 		PrefixIndexMaxNodes: prefixindex.DefaultMaxNodes, PrefixIndexMaxHolders: prefixindex.DefaultMaxHoldersPerNode,
-		PrefixIndexTTL: prefixindex.DefaultTTL,
+		PrefixIndexTTL: prefixindex.DefaultTTL, RoutingPageRecords: routelog.DefaultRecords,
 	}
 }
 
@@ -158,6 +162,8 @@ func (c *Config) Register(fs *cli.FlagSet) {
 	fs.Float64(&c.BackendAffinityLoadFactor, "backend-affinity-load-factor", "HUB_BACKEND_AFFINITY_LOAD_FACTOR", d.BackendAffinityLoadFactor, "with --backend-affinity on, a backend keeps its keys while it carries at most this times the cluster's mean requests in flight (plus one); >= 1, or 0 for no bound (only a full backend moves a key)")
 	fs.Int(&c.PrefixIndexMaxNodes, "prefix-index-max-nodes", "HUB_PREFIX_INDEX_MAX_NODES", d.PrefixIndexMaxNodes, "prompt-prefix checkpoints the hub remembers for prefix-aware routes (about 104 bytes each at 8 holders: the default bounds the index at 104 MiB); the least recently marked go first")
 	fs.Int(&c.PrefixIndexMaxHolders, "prefix-index-max-holders", "HUB_PREFIX_INDEX_MAX_HOLDERS", d.PrefixIndexMaxHolders, "clusters one prompt-prefix checkpoint remembers as holders; a newer holder replaces the one marked longest ago")
+	fs.Int(&c.RoutingPageRecords, "routing-page-records", "HUB_ROUTING_PAGE_RECORDS", d.RoutingPageRecords,
+		"requests the live routing page (/ui on --metrics-listen) remembers, 56 bytes each, rounded up to a power of two in [1024, 1048576]; 0 turns the page and its records off")
 	fs.Duration(&c.PrefixIndexTTL, "prefix-index-ttl", "HUB_PREFIX_INDEX_TTL", d.PrefixIndexTTL, "a cluster stops counting as a holder of a prompt prefix this long after it last served a request with it (engines evict cold prefixes without telling the hub)")
 	fs.Millis(&c.StartupGrace, "proxy-startup-grace-ms", "HUB_PROXY_STARTUP_GRACE_MS", d.StartupGrace, "for this long after start every model counts as known (pylons are still reconnecting): a request for one without a backend waits instead of 404; 0 disables")
 	fs.String(&c.LBConfigPath, "lb-config-path", "HUB_LB_CONFIG_PATH", "", "lb-config.json: algorithms per model; reloaded on SIGHUP and, with --lb-config-watch, when it changes (an invalid file is rejected and the old config keeps serving); unset allows every algorithm with default settings")
@@ -232,6 +238,10 @@ func (c *Config) Validate() error {
 	if c.PrefixIndexMaxHolders < 1 || c.PrefixIndexMaxHolders > prefixindex.MaxHoldersLimit {
 		errs = append(errs, fmt.Errorf("--prefix-index-max-holders (HUB_PREFIX_INDEX_MAX_HOLDERS): must be 1 to %d, got %d",
 			prefixindex.MaxHoldersLimit, c.PrefixIndexMaxHolders))
+	}
+	if c.RoutingPageRecords < 0 || c.RoutingPageRecords > routelog.MaxRecords {
+		errs = append(errs, fmt.Errorf("--routing-page-records (HUB_ROUTING_PAGE_RECORDS): must be 0 (off) or at most %d, got %d",
+			routelog.MaxRecords, c.RoutingPageRecords))
 	}
 	if c.PrefixIndexTTL < time.Millisecond {
 		errs = append(errs, fmt.Errorf("--prefix-index-ttl (HUB_PREFIX_INDEX_TTL): must be at least 1ms, got %v", c.PrefixIndexTTL))

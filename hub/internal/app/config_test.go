@@ -46,13 +46,15 @@ func TestValidate(t *testing.T) {
 	cfg.LBConfigReloadDebounce = 0
 	cfg.BackendAffinity = "yes"
 	cfg.BackendAffinityLoadFactor = 0.9
+	cfg.RoutingPageRecords = -1
 	err := cfg.Validate()
 	if err == nil {
 		t.Fatal("no error")
 	}
 	for _, flag := range []string{"--proxy-max-replay-body-bytes", "--tunnel-request-timeout-ms", "--tls-cert-path",
 		"--api-tls-cert-path", "--proxy-model-unavailable-wait-ms", "--read-stall-timeout",
-		"--lb-config-reload-debounce-ms", "--backend-affinity \"yes\"", "--backend-affinity-load-factor 0.9"} {
+		"--lb-config-reload-debounce-ms", "--backend-affinity \"yes\"", "--backend-affinity-load-factor 0.9",
+		"--routing-page-records"} {
 		if !strings.Contains(err.Error(), flag) {
 			t.Errorf("%q does not name %s", err, flag)
 		}

@@ -107,3 +107,16 @@ func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(append(b, '\n'))
 }
+
+// pathEnd makes a ServeMux pattern ending in "/" match only that path.
+func pathEnd(path string) string {
+	if strings.HasSuffix(path, "/") {
+		return "{$}"
+	}
+	return ""
+}
+
+// pageOff answers /ui when --routing-page-records is 0.
+func pageOff(w http.ResponseWriter, _ *http.Request) {
+	openai.WriteError(w, openai.NotFound("the routing page is off (--routing-page-records 0)"))
+}

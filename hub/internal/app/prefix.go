@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stargate-router/stargate/hub/internal/prefixindex"
+	"github.com/stargate-router/stargate/hub/internal/routepage"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/clock"
 )
@@ -90,4 +91,16 @@ func (c *prefixCollector) Collect(ch chan<- prometheus.Metric) {
 	n(c.evict, st.Evictions.Capacity, "capacity")
 	n(c.evict, st.Evictions.ClusterLeft, "cluster_left")
 	n(c.evict, st.Evictions.HolderCap, "holder_cap")
+}
+
+// prefixView returns the routing page's prefix numbers: the index's size
+// and counters. The page counts prefix-aware routing as on once the index
+// has looked up a prompt.
+func prefixView(x *prefixindex.Index, maxBytes int64) func() routepage.Prefix {
+	return func() routepage.Prefix {
+		s := x.Stats()
+		return routepage.Prefix{Enabled: s.Matches > 0 || s.Marks > 0, Index: routepage.PrefixIndex{
+			Nodes: s.Nodes, Holders: s.Holders, Blocks: s.Blocks, Bytes: s.Bytes, MaxBytes: maxBytes,
+			Clusters: s.Clusters, Marks: s.Marks, Lookups: s.Matches, Hits: s.Hits}}
+	}
 }

@@ -400,6 +400,7 @@ func (p *Proxy) writeAnswer(w http.ResponseWriter, r *http.Request, req *request
 		return attemptDone
 	}
 	p.countEscape(req, st, clusterID, resp.StatusCode)
+	req.served = clusterID
 	err := p.copyResponse(w, resp, clusterID, b, req.sessionState())
 	p.done(req, b.ID, resp.StatusCode)
 	expired := err != nil && p.pastDeadline(req)

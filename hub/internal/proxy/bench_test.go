@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/stargate-router/stargate/hub/internal/lb/powerofn"
+	"github.com/stargate-router/stargate/hub/internal/routelog"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/clock"
@@ -92,8 +93,15 @@ func (m memoryTunnel) RoundTrip(*http.Request) (*http.Response, error) {
 // BenchmarkServe is one whole request through serve: parse, read the body,
 // one routing pass (power-of-n over two clusters), reserve, build the
 // outbound request, round trip over an in-memory tunnel and copy the
-// answer, with metrics on.
-func BenchmarkServe(b *testing.B) {
+// answer, with metrics on and the routing page's record (the hub's
+// defaults).
+func BenchmarkServe(b *testing.B) { benchServe(b, routelog.New(routelog.DefaultRecords)) }
+
+// BenchmarkServeNoRecords is BenchmarkServe with --routing-page-records 0:
+// the difference is what a request pays for the routing page.
+func BenchmarkServeNoRecords(b *testing.B) { benchServe(b, nil) }
+
+func benchServe(b *testing.B, records *routelog.Log) {
 	store := state.New(clock.Real{})
 	body := bytes.Repeat([]byte("x"), 360)
 	up := http.Header{"Content-Type": {"application/json"}, "Content-Length": {"360"}}
@@ -111,6 +119,9 @@ func BenchmarkServe(b *testing.B) {
 	cfg.Log = slog.New(slog.DiscardHandler)
 	cfg.Metrics = NewMetrics(prometheus.NewRegistry(), "stargate_")
 	cfg.Seed = 1
+	if records != nil {
+		cfg.Records = records
+	}
 	p := New(cfg, store, tun, PowerOfNResolver{Picker: picker})
 	hdr := benchClientHeader()
 	hdr.Set(headers.RoutingKey, rk)

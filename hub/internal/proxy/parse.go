@@ -52,6 +52,10 @@ type request struct {
 	// backendKey, when set, replaces the affinity key for choosing the
 	// backend and engine inside a cluster (prefixhash.AnchorKey).
 	backendKey string
+	// status is the answer's status as done saw it, and served the
+	// cluster whose answer was written ("" when the hub answered itself).
+	status int
+	served string
 }
 
 // innerKey is the key that picks the backend, and through the forwarded

@@ -122,6 +122,9 @@ type Config struct {
 	Clock   clock.Clock
 	Log     *slog.Logger
 	Metrics *Metrics
+	// Records, when set, gets one entry per request that reached the
+	// routing loop, as it ends (the routing page's log).
+	Records Recorder
 	// TracerProvider and Propagator trace requests
 	// (docs/design/hub-request.md#tracing); nil takes the otel globals at
 	// New (set them first, e.g. with obs.SetupTracing). Without an

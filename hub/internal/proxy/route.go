@@ -10,6 +10,7 @@ import (
 
 	"github.com/stargate-router/stargate/hub/internal/breaker"
 	"github.com/stargate-router/stargate/hub/internal/dispatch"
+	"github.com/stargate-router/stargate/hub/internal/routelog"
 	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/waitroom"
 	"github.com/stargate-router/stargate/pkg/clock"
@@ -51,6 +52,11 @@ type loop struct {
 	// the escape (countEscape).
 	escape    string
 	ownFailed bool
+	// selection, rank and tier describe the latest choice, for the
+	// request's record.
+	selection routelog.Selection
+	rank      int
+	tier      routing.PrefixTier
 	// timer is the request's wait timer, made at its first wait and reset
 	// for each later one: a waiting request sleeps again after every
 	// publication of its target that does not give it room.
@@ -111,6 +117,7 @@ func (st *loop) refuseBackend(id string) {
 // after it, even one between the snapshot and the sleep.
 func (p *Proxy) route(w http.ResponseWriter, r *http.Request, req *request, rng *rand.Rand) {
 	st := &loop{}
+	defer p.record(req, st)
 	defer traceCounters(req.span, st, len(req.body))
 	defer func() {
 		p.rooms.Leave(st.ticket)
@@ -437,6 +444,10 @@ func (p *Proxy) recordSelection(req *request, snap *routing.Snapshot, out *dispa
 	}
 	if out.SessionSelection != "" {
 		p.recordSession(req, dec, out.SessionSelection)
+	}
+	st.selection, st.rank, st.tier = routelog.SelectionFallback, dec.RankDepth, dec.PrefixTier
+	if out.Selection == dispatch.SelectionPrimary {
+		st.selection = routelog.SelectionPrimary
 	}
 	st.escape = out.Escape
 	if st.ownFailed {

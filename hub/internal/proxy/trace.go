@@ -130,6 +130,7 @@ func endAttemptSpan(span trace.Span, resp *http.Response, err error, ttfb time.D
 // only ever recorded for a request nothing was written to, so serve can
 // still answer it with the 504, and records that.
 func (p *Proxy) done(req *request, backendID string, status int) {
+	req.status = status
 	if status == statusClientClosed && req.deadlinePassed() {
 		req.expired = true
 		return

@@ -24,6 +24,8 @@ type Backend struct {
 	ClusterID  string `json:"cluster_id"`
 	URL        string `json:"url"`
 	RoutingKey string `json:"routing_key"`
+	// Region is the pylon's --region label, for display only.
+	Region string `json:"region,omitempty"`
 }
 
 // Option configures a Store.

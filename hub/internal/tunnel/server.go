@@ -48,6 +48,8 @@ type Backend struct {
 	ClusterID string
 	// URL is the engine URL the pylon reported, for x-inference-server-url.
 	URL string
+	// Region is the pylon's --region label ("" when unset).
+	Region string
 }
 
 // Handler receives what sessions learn. It is declared here, by its caller;

@@ -67,7 +67,7 @@ func newSession(parent context.Context, srv *Server, hs *protocol.Handshake, rem
 	now := srv.clk.Now()
 	return &session{
 		srv:      srv,
-		b:        Backend{ID: hs.InferenceServerID, ClusterID: hs.EffectiveClusterID(), URL: hs.InferenceServerURL},
+		b:        Backend{ID: hs.InferenceServerID, ClusterID: hs.EffectiveClusterID(), URL: hs.InferenceServerURL, Region: hs.Region},
 		remote:   remote,
 		since:    now,
 		idle:     idleTimeout(hs.HeartbeatMs, srv.cfg.MinIdleTimeout, srv.cfg.MaxIdleTimeout),

@@ -327,6 +327,7 @@ func pylonArgs(f Fleet, p Pylon, hubs hubSet, enginePorts []int, listen, metrics
 	return []string{"--listen", addr(listen), "--metrics-listen", addr(metrics),
 		"--stargate-address", hubs.backends(), "--upstream-http-base-url", strings.Join(urls, ","),
 		"--model-name", f.Model, "--inference-server-id", "pylon-" + p.Name, "--cluster-id", p.Cluster.ID,
+		"--region", p.Region.Name,
 		// The tunnels stay on loopback: the token may cross it in plaintext.
 		"--auth-token-file", s.registration, "--insecure-plaintext", "--initial-input-tps", itoa(n * p.Cluster.ColdTPS),
 		"--max-engine-concurrency", itoa(n * f.Slots), "--kv-cache-stats-path", "/kv-cache/stats",

@@ -186,6 +186,7 @@ func (a *Agent) tunnels(changed *broadcaster) *tunnel.Client {
 	hs := protocol.Handshake{
 		InferenceServerID: a.cfg.InferenceServerID, ClusterID: a.cfg.ClusterID,
 		InferenceServerURL: a.cfg.UpstreamBaseURL, HeartbeatMs: uint64(a.cfg.MinUpdateInterval / time.Millisecond),
+		Region: a.cfg.Region,
 	}
 	return tunnel.New(tunnel.Config{
 		Addresses: a.cfg.HubAddresses, Handshake: hs, Token: a.token(), Handler: handler,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/protocol"
 	"github.com/stargate-router/stargate/pkg/serve"
 	"github.com/stargate-router/stargate/pylon/internal/engineproxy"
 	"github.com/stargate-router/stargate/pylon/internal/stats"
@@ -25,6 +26,7 @@ type Config struct {
 	ModelNames           string
 	InferenceServerID    string
 	ClusterID            string
+	Region               string
 	Listen               string
 	MetricsListen        string
 	MinUpdateInterval    time.Duration
@@ -112,6 +114,7 @@ func (c *Config) Register(fs *cli.FlagSet) {
 	fs.String(&c.ModelNames, "model-name", "PYLON_MODEL_NAME", "", "models served by the engine, comma separated (required; discovery is not implemented)")
 	fs.String(&c.InferenceServerID, "inference-server-id", "PYLON_INFERENCE_SERVER_ID", d.InferenceServerID, "this backend's id, unique among the hub's pylons")
 	fs.String(&c.ClusterID, "cluster-id", "PYLON_CLUSTER_ID", "", "capacity domain shared by pylons of one cluster (default: --inference-server-id)")
+	fs.String(&c.Region, "region", "PYLON_REGION", "", "region label the hub's routing page groups this cluster under (display only; routing measures RTT)")
 	fs.String(&c.Listen, "listen", "PYLON_LISTEN", d.Listen, "HTTP listen address of /healthz and /readyz")
 	fs.String(&c.MetricsListen, "metrics-listen", "PYLON_METRICS_LISTEN", d.MetricsListen, "Prometheus /metrics listen address")
 	fs.Millis(&c.MinUpdateInterval, "min-update-interval-ms", "PYLON_MIN_UPDATE_INTERVAL_MS", d.MinUpdateInterval, "registration heartbeat period; changes are also sent at once")
@@ -189,6 +192,9 @@ func (c *Config) Validate() error {
 	}
 	if c.InferenceServerID == "" {
 		bad("--inference-server-id: must not be empty")
+	}
+	if len(c.Region) > protocol.MaxRegionBytes || strings.TrimSpace(c.Region) != c.Region {
+		bad("--region: at most %d bytes, without leading or trailing spaces", protocol.MaxRegionBytes)
 	}
 	if c.DoCalibration && c.InitialInputTPS != 0 {
 		bad("--do-calibration and --initial-input-tps: choose one bootstrap source")

@@ -158,3 +158,17 @@ func TestEngineAffinityFlags(t *testing.T) {
 		t.Errorf("defaults %q %v, want on 2", d.EngineAffinity, d.EngineAffinityLoadFactor)
 	}
 }
+
+// --region is a label for people: anything up to 64 bytes without
+// surrounding spaces; errors name the flag.
+func TestRegionFlag(t *testing.T) {
+	for region, valid := range map[string]bool{"": true, "eu-west": true, strings.Repeat("r", 64): true,
+		strings.Repeat("r", 65): false, " eu": false, "eu ": false} {
+		c := validConfig("http://a:1")
+		c.Region = region
+		err := c.Validate()
+		if valid != (err == nil) || (err != nil && !strings.Contains(err.Error(), "--region")) {
+			t.Errorf("--region %q: error %v, valid %v", region, err, valid)
+		}
+	}
+}

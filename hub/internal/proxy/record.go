@@ -1,0 +1,53 @@
+package proxy
+
+import (
+	"net/http"
+
+	"github.com/stargate-router/stargate/hub/internal/routelog"
+	"github.com/stargate-router/stargate/pkg/prefixhash"
+)
+
+// Recorder keeps a record of each routed request (routelog.Log).
+type Recorder interface {
+	Append(e routelog.Entry)
+}
+
+// record hands the ended request to Config.Records. An escape is recorded
+// only with a 2xx from the escape's cluster, as countEscape counts it: an
+// error answered from elsewhere does not move the session.
+func (p *Proxy) record(req *request, st *loop) {
+	if p.cfg.Records == nil {
+		return
+	}
+	r := &req.pass.Req
+	e := routelog.Entry{At: req.start, Duration: p.cfg.Clock.Since(req.start),
+		Model: req.target.Model, RoutingKey: req.target.RoutingKey, Algorithm: req.pass.Route.Algorithm,
+		Session: r.AffinityKey, Cluster: req.served, Hint: r.LastClusterID, Class: req.sessionState(),
+		RankDepth: st.rank, Waits: st.waits, Retries: st.requestRetries + st.connectRetries + st.mismatchRetries,
+		Status: req.status, Selection: st.selection, PrefixTier: st.tier}
+	if req.expired {
+		e.Status = http.StatusGatewayTimeout
+	}
+	if e.Status >= 200 && e.Status <= 299 && req.served != "" {
+		e.Escape = st.escape
+	}
+	if len(req.prefix.Hashes) > 0 {
+		e.Prefix = anchorHash(req.prefix)
+		for _, h := range r.Prefix.Holders {
+			e.PrefixBlocks = max(e.PrefixBlocks, h.Blocks)
+		}
+	}
+	p.cfg.Records.Append(e)
+}
+
+// anchorHash is the checkpoint prefixhash.AnchorKey names: requests that
+// share the prompt that far are one prefix on the routing page, however
+// long each prompt is.
+func anchorHash(s prefixhash.Summary) uint64 {
+	for j := range s.Hashes {
+		if s.Blocks(j) >= prefixhash.AnchorBlocks {
+			return s.Hashes[j]
+		}
+	}
+	return s.Hashes[len(s.Hashes)-1]
+}
