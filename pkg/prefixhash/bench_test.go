@@ -7,7 +7,7 @@ import (
 )
 
 // BenchmarkHasher is the cost of summarising a prompt: chain-hash every
-// 64-byte block (two SHA-256 compressions each) and encode the header.
+// 64-byte block (one seeded XXH3 each) and encode the header.
 func BenchmarkHasher(b *testing.B) {
 	for _, size := range []int{1 << 10, 32 << 10, 512 << 10} {
 		data := randomText(rand.New(rand.NewPCG(1, 2)), size)

@@ -2,15 +2,16 @@ package prefixhash
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
+
+	"github.com/zeebo/xxh3"
 )
 
 // Version names the blocking, hashing and prompt layout of this package. It
 // goes with every Summary, and it changes whenever any of them does: a hub
 // that compared hashes made two different ways would only ever miss, so it
-// ignores summaries of a version it does not know instead.
-const Version = 1
+// ignores summaries of a version it does not know instead. Version 1
+// chained SHA-256; version 2 chains seeded XXH3.
+const Version = 2
 
 const (
 	// DefaultBlockTokens is vLLM's default KV block size, so prefixes are
@@ -28,14 +29,9 @@ const (
 // golden ratio: any fixed constant works, it only has to never change).
 const Seed uint64 = 0x9e3779b97f4a7c15
 
-// hashHeaderLen is the uint64 parent hash plus the uint32 block length that
-// precede each block in the hash input; the length keeps the encoding
-// unambiguous even though every full block has the same size today.
-const hashHeaderLen = 8 + 4
-
-// stackScratch is the largest hash input hashed from a stack buffer; the
-// default geometry (64-byte blocks) fits, so hashing allocates nothing.
-const stackScratch = 256
+// stackBlock is the largest block AppendBlocks joins from a stack buffer
+// when a previous call's tail starts it; the default 64-byte block fits.
+const stackBlock = 256
 
 // BlockBytes is how many bytes of prompt text make one block of blockTokens
 // estimated tokens. It is at least 1 so that a tiny charsPerToken still
@@ -44,22 +40,20 @@ func BlockBytes(blockTokens int, charsPerToken float64) int {
 	return max(1, int(float64(blockTokens)*charsPerToken))
 }
 
-// BlockHash is the chain hash of one block: the first 8 bytes, big-endian,
-// of SHA-256 over the parent's hash (uint64 big-endian), the block's length
-// (uint32 big-endian) and the block's bytes. The parent of the first block
-// is Seed. Folding the parent in is what makes one hash name a whole
-// prefix, as vLLM's block hashes do.
+// BlockHash is the chain hash of one block: the 64-bit XXH3 of the block's
+// bytes, seeded with the parent's hash. The parent of the first block is
+// Seed. Seeding with the parent is what makes one hash name a whole prefix,
+// as vLLM's block hashes do; XXH3 mixes the input's length into its
+// result, so blocks of different sizes never need a length field to stay
+// apart.
 func BlockHash(parent uint64, block []byte) uint64 {
-	var stack [stackScratch]byte
-	var scratch []byte
-	if hashHeaderLen+len(block) <= len(stack) {
-		scratch = stack[:hashHeaderLen+len(block)]
-	} else {
-		scratch = make([]byte, hashHeaderLen+len(block))
-	}
-	binary.BigEndian.PutUint32(scratch[8:hashHeaderLen], uint32(len(block)))
-	copy(scratch[hashHeaderLen:], block)
-	return chainHash(scratch, parent)
+	return xxh3.HashSeed(block, parent)
+}
+
+// blockHashString is BlockHash of a block held in a string, hashed without
+// converting it to bytes.
+func blockHashString(parent uint64, block string) uint64 {
+	return xxh3.HashStringSeed(block, parent)
 }
 
 // AppendBlocks hashes the full blocks of blockBytes bytes of tail||more,
@@ -78,39 +72,28 @@ func AppendBlocks(dst []uint64, prev uint64, blockBytes int, tail, more []byte) 
 		rest = append(rest, tail...)
 		return dst, append(rest, more...)
 	}
-	var stack [stackScratch]byte
-	var scratch []byte
-	if hashHeaderLen+bb <= len(stack) {
-		scratch = stack[:hashHeaderLen+bb]
-	} else {
-		scratch = make([]byte, hashHeaderLen+bb)
-	}
-	binary.BigEndian.PutUint32(scratch[8:hashHeaderLen], uint32(bb))
-	body := scratch[hashHeaderLen:]
 	if len(tail) > 0 {
-		copy(body, tail)
-		n := copy(body[len(tail):], more)
-		more = more[n:]
-		prev = chainHash(scratch, prev)
+		// Only the block that straddles tail and more is copied; every
+		// other block is hashed where it lies.
+		var stack [stackBlock]byte
+		var block []byte
+		if bb <= len(stack) {
+			block = stack[:bb]
+		} else {
+			block = make([]byte, bb)
+		}
+		n := copy(block, tail)
+		more = more[copy(block[n:], more):]
+		prev = BlockHash(prev, block)
 		dst = append(dst, prev)
 	}
 	for len(more) >= bb {
-		copy(body, more[:bb])
-		more = more[bb:]
-		prev = chainHash(scratch, prev)
+		prev = BlockHash(prev, more[:bb])
 		dst = append(dst, prev)
+		more = more[bb:]
 	}
 	if len(more) == 0 {
 		return dst, nil
 	}
 	return dst, bytes.Clone(more)
-}
-
-// chainHash fills the parent-hash slot of scratch (whose length field and
-// block bytes are already in place) and returns the first 8 bytes of its
-// SHA-256, big-endian.
-func chainHash(scratch []byte, prev uint64) uint64 {
-	binary.BigEndian.PutUint64(scratch[:8], prev)
-	sum := sha256.Sum256(scratch)
-	return binary.BigEndian.Uint64(sum[:8])
 }

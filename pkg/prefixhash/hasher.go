@@ -1,7 +1,6 @@
 package prefixhash
 
 import (
-	"encoding/binary"
 	"fmt"
 )
 
@@ -14,7 +13,7 @@ const (
 	// 64 bytes are a 1 GiB prompt, far beyond any accepted request body.
 	MaxTotalBlocks = 1 << 24
 	// maxBlockBytes bounds one block, as kvcache does, so a Hasher's
-	// scratch buffer stays reasonable.
+	// partial-block buffer stays reasonable.
 	maxBlockBytes = 1 << 24
 )
 
@@ -32,10 +31,11 @@ const (
 type Hasher struct {
 	blockTokens int
 	blockBytes  int
-	// scratch is the hash input: parent hash, block length, then the
-	// block being filled (n bytes so far), so a full block is hashed
-	// where it was written, without another copy.
-	scratch []byte
+	// partial holds the first n bytes of a block that started in an
+	// earlier write. A block that lies whole inside one write is hashed
+	// where it lies and never copied here: the prompt's long texts reach
+	// the Hasher in one write each, the layout's punctuation byte by byte.
+	partial []byte
 	n       int
 	prev    uint64
 	blocks  int
@@ -57,8 +57,7 @@ func NewHasher(blockTokens int, charsPerToken float64) *Hasher {
 		panic(fmt.Sprintf("prefixhash: invalid geometry: %d tokens per block at %v bytes per token", blockTokens, charsPerToken))
 	}
 	bb := BlockBytes(blockTokens, charsPerToken)
-	h := &Hasher{blockTokens: blockTokens, blockBytes: bb, scratch: make([]byte, hashHeaderLen+bb)}
-	binary.BigEndian.PutUint32(h.scratch[8:hashHeaderLen], uint32(bb))
+	h := &Hasher{blockTokens: blockTokens, blockBytes: bb, partial: make([]byte, bb)}
 	h.Reset()
 	return h
 }
@@ -71,48 +70,58 @@ func (h *Hasher) Reset() {
 // Write hashes p as the next bytes of the prompt. It never fails.
 func (h *Hasher) Write(p []byte) (int, error) {
 	n := len(p)
-	body := h.scratch[hashHeaderLen:]
-	for len(p) > 0 {
-		c := copy(body[h.n:], p)
+	if h.n > 0 {
+		c := copy(h.partial[h.n:], p)
 		h.n += c
 		p = p[c:]
-		if h.n == h.blockBytes {
-			h.block()
+		if h.n < h.blockBytes {
+			return n, nil
 		}
+		h.block(BlockHash(h.prev, h.partial))
 	}
+	for len(p) >= h.blockBytes {
+		h.block(BlockHash(h.prev, p[:h.blockBytes]))
+		p = p[h.blockBytes:]
+	}
+	h.n = copy(h.partial, p)
 	return n, nil
 }
 
 // WriteString is Write for a string, without converting it to bytes.
 func (h *Hasher) WriteString(s string) (int, error) {
 	n := len(s)
-	body := h.scratch[hashHeaderLen:]
-	for len(s) > 0 {
-		c := copy(body[h.n:], s)
+	if h.n > 0 {
+		c := copy(h.partial[h.n:], s)
 		h.n += c
 		s = s[c:]
-		if h.n == h.blockBytes {
-			h.block()
+		if h.n < h.blockBytes {
+			return n, nil
 		}
+		h.block(BlockHash(h.prev, h.partial))
 	}
+	for len(s) >= h.blockBytes {
+		h.block(blockHashString(h.prev, s[:h.blockBytes]))
+		s = s[h.blockBytes:]
+	}
+	h.n = copy(h.partial, s)
 	return n, nil
 }
 
 // WriteByte is Write for one byte.
 func (h *Hasher) WriteByte(c byte) error {
-	h.scratch[hashHeaderLen+h.n] = c
+	h.partial[h.n] = c
 	h.n++
 	if h.n == h.blockBytes {
-		h.block()
+		h.block(BlockHash(h.prev, h.partial))
+		h.n = 0
 	}
 	return nil
 }
 
-// block hashes the full block in scratch and keeps its hash if it falls on
-// the current stride.
-func (h *Hasher) block() {
-	h.prev = chainHash(h.scratch, h.prev)
-	h.n = 0
+// block records the chain hash of the block just completed and keeps it if
+// it falls on the current stride.
+func (h *Hasher) block(hash uint64) {
+	h.prev = hash
 	h.blocks++
 	if h.blocks%h.stride != 0 {
 		return

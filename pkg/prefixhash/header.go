@@ -19,6 +19,13 @@ import (
 // TotalBlocks (StrideFor), and so does the number of hashes, which the
 // parser checks. '.' is outside the base64url alphabet, so the fields split
 // unambiguously, and every Summary has exactly one encoding.
+//
+// That envelope, bounds and hash count included, is the same in every
+// Version: a version says how the hashes were computed, not how they are
+// written. A value that breaks the envelope is therefore invalid whatever
+// version it names, and ErrUnknownVersion means exactly a well-formed
+// summary from a build that hashes another way, which is what a gateway of
+// another release sends during a rolling upgrade.
 
 // maxHashChars is the base64url length of MaxCheckpoints hashes.
 const maxHashChars = (MaxCheckpoints*8*8 + 5) / 6
@@ -36,9 +43,10 @@ var (
 	// ErrInvalidHeader is wrapped by every error ParseHeader returns for a
 	// malformed value.
 	ErrInvalidHeader = errors.New("invalid prompt prefix header")
-	// ErrUnknownVersion is wrapped by ParseHeader's error for a well-formed
-	// version other than Version: a summary another implementation made,
-	// which a hub ignores rather than counts as a client error.
+	// ErrUnknownVersion is wrapped by ParseHeader's error for a value that
+	// is well formed but names a version other than Version: a summary
+	// another implementation made, which a hub ignores rather than counts
+	// as a client error.
 	ErrUnknownVersion = errors.New("unknown prompt prefix version")
 )
 
@@ -69,7 +77,8 @@ func appendHeader(dst []byte, blockTokens, totalBlocks int, hashes []uint64) []b
 // ParseHeader decodes a header value strictly: it accepts only what
 // FormatHeader produces, so a summary has one spelling and a parsed value
 // re-encodes to the same string. The error says which field is wrong and
-// wraps ErrUnknownVersion or ErrInvalidHeader.
+// wraps ErrInvalidHeader, or ErrUnknownVersion when the only thing wrong
+// is the version.
 func ParseHeader(v string) (Summary, error) {
 	if len(v) > MaxHeaderLen {
 		return Summary{}, fmt.Errorf("%w: %d bytes, longer than the %d allowed", ErrInvalidHeader, len(v), MaxHeaderLen)
@@ -83,9 +92,6 @@ func ParseHeader(v string) (Summary, error) {
 	version, err := canonicalUint(ver, "version", 1<<20)
 	if err != nil {
 		return Summary{}, err
-	}
-	if version != Version {
-		return Summary{}, fmt.Errorf("%w: version %d (this build knows %d)", ErrUnknownVersion, version, Version)
 	}
 	s := Summary{Version: Version}
 	if s.BlockTokens, err = canonicalUint(bt, "block tokens", MaxBlockTokens); err != nil {
@@ -107,6 +113,10 @@ func ParseHeader(v string) (Summary, error) {
 	// a skipped character shows as a short result.
 	if err != nil || n != want*8 {
 		return Summary{}, fmt.Errorf("%w: hashes are not canonical unpadded base64url of %d bytes", ErrInvalidHeader, want*8)
+	}
+	// Last, so that ErrUnknownVersion always means a well-formed summary.
+	if version != Version {
+		return Summary{}, fmt.Errorf("%w: version %d (this build knows %d)", ErrUnknownVersion, version, Version)
 	}
 	s.Hashes = make([]uint64, want)
 	for i := range s.Hashes {

@@ -9,9 +9,11 @@ import (
 	"github.com/stargate-router/stargate/gateway/internal/request"
 )
 
-// benchChat is a multi-turn chat body of about size bytes, as
-// BenchmarkPrepare in the server package builds it.
-func benchChat(size int) []byte {
+// BenchChat is a multi-turn chat body of about size bytes, as
+// BenchmarkPrepare in the server package builds it. It is exported (to
+// this package's tests only) for BenchmarkPrepareShare, which has to live
+// in the external test package.
+func BenchChat(size int) []byte {
 	msgs := []map[string]string{{"role": "system", "content": "You are a helpful assistant."}}
 	turn := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 20)
 	for n := 0; n < size-len(turn); n += len(turn) + 32 {
@@ -31,7 +33,7 @@ func benchChat(size int) []byte {
 // encode the header).
 func BenchmarkHeader(b *testing.B) {
 	for _, size := range []int{1 << 10, 32 << 10, 512 << 10} {
-		body := benchChat(size)
+		body := BenchChat(size)
 		b.Run(fmt.Sprintf("%dKiB/parse", size>>10), func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()

@@ -2,11 +2,11 @@ package kvcache
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/zeebo/xxh3"
 )
 
 func TestSequenceTokens(t *testing.T) {
@@ -40,25 +40,19 @@ func TestSequenceTokens(t *testing.T) {
 	}
 }
 
-// TestChainHashFormula recomputes the documented hash independently, since
-// other components (and logs) may rely on the exact definition.
+// TestChainHashFormula pins the documented hash, since other components
+// (the gateway's prompt summary, logs) rely on the exact definition: each
+// block's 64-bit XXH3 seeded with the previous block's hash. The values
+// come from the xxHash reference C library (XXH3_64bits_withSeed), not
+// from the code under test.
 func TestChainHashFormula(t *testing.T) {
 	t.Parallel()
 	c := newCache(t, Config{BlockTokens: 2, CharsPerToken: 2})
 	content := []byte("abcdefghij") // blocks "abcd", "efgh", tail "ij"
 	s := c.NewSequence(content)
-	prev := chainSeed
-	for i, blk := range [][]byte{content[0:4], content[4:8]} {
-		h := sha256.New()
-		var hdr [12]byte
-		binary.BigEndian.PutUint64(hdr[:8], prev)
-		binary.BigEndian.PutUint32(hdr[8:], uint32(len(blk)))
-		h.Write(hdr[:])
-		h.Write(blk)
-		prev = binary.BigEndian.Uint64(h.Sum(nil))
-		if s.hashes[i] != prev {
-			t.Fatalf("hash[%d] = %x, want %x", i, s.hashes[i], prev)
-		}
+	want := []uint64{0x2a299ea209e4fecc, 0xf7935cc9e80490e1}
+	if !slices.Equal(s.hashes, want) {
+		t.Fatalf("hashes = %x, want %x", s.hashes, want)
 	}
 	if !bytes.Equal(s.tail, []byte("ij")) {
 		t.Fatalf("tail = %q, want %q", s.tail, "ij")
@@ -139,20 +133,18 @@ func FuzzSequence(f *testing.F) {
 }
 
 // refSequence is the sequence layout computed directly: blocks of
-// BlockBytes bytes, each hashed as the first 8 bytes (big-endian) of
-// SHA-256 over the previous hash (chainSeed before the first), the block
-// length and the block; the bytes after the last full block are the tail;
-// tokens are BlockTokens per block plus the tail over CharsPerToken,
+// BlockBytes bytes, each hashed as the 64-bit XXH3 of the block seeded
+// with the previous hash (chainSeed before the first), through the
+// library's streaming hasher; the bytes after the last full block are the
+// tail; tokens are BlockTokens per block plus the tail over CharsPerToken,
 // rounded up, at least 1.
 func refSequence(cfg Config, data []byte) (hashes []uint64, tail []byte, tokens int) {
 	bb := cfg.BlockBytes()
 	prev := chainSeed
 	for len(data) >= bb {
-		var hdr [12]byte
-		binary.BigEndian.PutUint64(hdr[:8], prev)
-		binary.BigEndian.PutUint32(hdr[8:], uint32(bb))
-		sum := sha256.Sum256(append(hdr[:], data[:bb]...))
-		prev = binary.BigEndian.Uint64(sum[:8])
+		h := xxh3.NewSeed(prev)
+		_, _ = h.Write(data[:bb])
+		prev = h.Sum64()
 		hashes = append(hashes, prev)
 		data = data[bb:]
 	}
