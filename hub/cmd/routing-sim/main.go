@@ -27,7 +27,7 @@ import (
 const usage = `routing-sim replays a workload through the hub's routing algorithms on simulated clusters.
 
 Usage:
-  routing-sim --workload FILE [--fleet fleet.json] [--arms a,b,...] [--seed N] [--json out.json] [--md out.md]
+  routing-sim --workload FILE [--warmup FILE,...] [--fleet fleet.json] [--arms a,b,...] [--seed N] [--json out.json] [--md out.md]
   routing-sim --print-fleet            print the built-in fleet as JSON (a starting point for --fleet)
   routing-sim --print-arm NAME         print a built-in arm's lb-config.json
 
@@ -44,6 +44,7 @@ func main() {
 
 type config struct {
 	workload   string
+	warmup     string
 	fleet      string
 	arms       string
 	seed       uint64
@@ -77,6 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&c.workload, "workload", "", "workload file (JSON Lines, pkg/workload format; loadgen generate writes one)")
+	fs.StringVar(&c.warmup, "warmup", "", "comma-separated workload files each arm's stack served before --workload, in order (its pylons keep the input rate they learned)")
 	fs.StringVar(&c.fleet, "fleet", "", "fleet JSON file (default: the built-in fleet, see --print-fleet)")
 	fs.StringVar(&c.arms, "arms", strings.Join(sim.DefaultArmNames, ","), "comma-separated arms")
 	fs.Uint64Var(&c.seed, "seed", 1, "simulation seed (load balancers' random source)")
@@ -172,6 +174,10 @@ func (c *config) do(stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	warmup, err := prepareAll(c.warmup, fleet.BlockTokens)
+	if err != nil {
+		return err
+	}
 	if c.backendAffinity != "on" && c.backendAffinity != "off" {
 		return fmt.Errorf("--backend-affinity %q: want on or off", c.backendAffinity)
 	}
@@ -185,7 +191,7 @@ func (c *config) do(stdout io.Writer) error {
 		return fmt.Errorf("--prefix-mark %q: want headers or dispatch", c.prefixMark)
 	}
 	opts := sim.Options{Seed: c.seed, State: []state.Option{state.BackendAffinity(c.backendAffinity == "on", c.loadFactor)},
-		PrefixIndex: c.prefixIndex, MarkPrefixAtDispatch: c.prefixMark == "dispatch"}
+		PrefixIndex: c.prefixIndex, MarkPrefixAtDispatch: c.prefixMark == "dispatch", Warmup: warmup}
 	rep, err := sim.Compare(p, fleet, arms, opts, c.parallel)
 	if err != nil {
 		return err
@@ -212,6 +218,27 @@ func (c *config) do(stdout io.Writer) error {
 		_, err = stdout.Write(md.Bytes())
 	}
 	return err
+}
+
+// prepareAll reads and prepares the comma-separated workload files of
+// list (none for "").
+func prepareAll(list string, blockTokens int) ([]*sim.Prepared, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var out []*sim.Prepared
+	for _, path := range strings.Split(list, ",") {
+		w, fp, err := workload.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("--warmup: %w", err)
+		}
+		p, err := sim.Prepare(w, fp, blockTokens)
+		if err != nil {
+			return nil, fmt.Errorf("--warmup %s: %w", path, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // checkPrefixIndex validates the --prefix-index-* flags with the hub's

@@ -170,3 +170,51 @@ func TestPrefixFlags(t *testing.T) {
 		}
 	}
 }
+
+// --warmup replays the listed workloads first on each arm's stack: the
+// header and the JSON name them, the arm's numbers change with what its
+// pylons learned, and a file that cannot be read is an error naming the
+// flag.
+func TestWarmupFlag(t *testing.T) {
+	dir := t.TempDir()
+	path, fp := writeWorkload(t, dir)
+	report := func(args ...string) (sim.Report, string) {
+		t.Helper()
+		js := filepath.Join(dir, "w.json")
+		var out, errb bytes.Buffer
+		if code := run(append([]string{"--workload", path, "--arms", "power-of-n", "--json", js}, args...), &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		b, err := os.ReadFile(js)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep sim.Report
+		if err := json.Unmarshal(b, &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep, out.String()
+	}
+	cold, out := report()
+	if len(cold.Warmup) != 0 || strings.Contains(out, "warm-up") || !strings.Contains(out, "input TPS learned") {
+		t.Errorf("without --warmup: warm-up %+v, header:\n%s", cold.Warmup, out)
+	}
+	warm, out := report("--warmup", path+","+path)
+	if len(warm.Warmup) != 2 || warm.Warmup[1].Fingerprint != fp {
+		t.Errorf("warm-up in the JSON: %+v", warm.Warmup)
+	}
+	if want := "- warm-up: each arm's pylons first learned their input rate from `test` (12 requests, `" + fp[:12] + "`), `test`"; !strings.Contains(out, want) {
+		t.Errorf("header lacks %q:\n%s", want, out)
+	}
+	if warm.Arms[0].TTFTMs == cold.Arms[0].TTFTMs {
+		t.Errorf("warm-up changed nothing: TTFT %+v both times", warm.Arms[0].TTFTMs)
+	}
+	var o, errb bytes.Buffer
+	// Every default arm warms up at once (shared prepared workloads).
+	if code := run([]string{"--workload", path, "--warmup", path, "--parallel", "4", "--quiet"}, &o, &errb); code != 0 {
+		t.Errorf("all arms with a warm-up: exit %d: %s", code, errb.String())
+	}
+	if code := run([]string{"--workload", path, "--warmup", "/nonexistent"}, &o, &errb); code != 1 || !strings.Contains(errb.String(), "--warmup") {
+		t.Errorf("unreadable warm-up: exit %d, %q", code, errb.String())
+	}
+}

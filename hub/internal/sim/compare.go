@@ -9,6 +9,9 @@ func Compare(p *Prepared, fleet Fleet, arms []Arm, opts Options, parallel int) (
 	fleet = fleet.withDefaults()
 	ceil := WorkloadCeiling(p)
 	rep := &Report{Workload: p.Info(), Seed: opts.Seed, Fleet: fleet, Ceiling: ceil, Arms: make([]*ArmResult, len(arms))}
+	for _, w := range opts.Warmup {
+		rep.Warmup = append(rep.Warmup, w.Info())
+	}
 	errs := make([]error, len(arms))
 	sem := make(chan struct{}, max(parallel, 1))
 	var wg sync.WaitGroup

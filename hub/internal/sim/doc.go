@@ -33,9 +33,14 @@
 //     pylon does (pkg/affinity by the affinity key, bounded by load, or
 //     least outstanding), and reports one snapshot for all its engines
 //     (phase counts, input sums and KV counters summed, their slots as
-//     max_engine_concurrency, a pinned input TPS) every interval and
-//     after a change, no sooner than the change gap; the hub applies a
-//     report half a transit RTT after it is sent.
+//     max_engine_concurrency, and the input TPS it learns as the live
+//     pylon does: the running mean of its requests' prompt tokens over
+//     slot-to-first-token time, seeded by --initial-input-tps, or that
+//     seed pinned) every interval and after a change (a request arriving,
+//     its response head, each output chunk, its end), no sooner than the
+//     change gap; the hub applies a report half a transit RTT after it is
+//     sent. Options.Warmup replays the workloads a live stack served
+//     before, so the pylons start with the rate those taught them.
 //   - The gateway sends the session's affinity key (a payload key of its
 //     own for a request without a session id: a one-shot, or a turn of an
 //     anonymous conversation), with last_cluster_affinity the last

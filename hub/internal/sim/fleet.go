@@ -91,10 +91,11 @@ type EngineSpec struct {
 	MaxConcurrency int `json:"max_concurrent_requests"`
 	// KVCapacityTokens is --kv-cache-capacity-tokens (0 disables caching).
 	KVCapacityTokens int64 `json:"kv_cache_capacity_tokens"`
-	// ReportedInputTPS is what each pylon publishes as
-	// last_mean_input_tps and max_input_tps, pinned (as with
-	// --benchmark-pin-input-tps); 0 means PrefillTPS times the pylon's
-	// engines, what the benchmark fleet seeds --initial-input-tps with.
+	// ReportedInputTPS is each pylon's --initial-input-tps: the seed of
+	// the input TPS it learns, or, with Pylon.PinInputTPS, what it
+	// publishes as last_mean_input_tps and max_input_tps for good; 0
+	// means PrefillTPS times the pylon's engines, what the benchmark fleet
+	// seeds --initial-input-tps with.
 	ReportedInputTPS float64 `json:"reported_input_tps,omitempty"`
 	// ReportMaxConcurrency makes the pylon publish the slots of all its
 	// engines together as max_engine_concurrency (pylon
@@ -118,7 +119,10 @@ const (
 // full snapshot every IntervalMs, and (ChangeGapMs > 0) also as soon as
 // its statistics change, but no sooner than ChangeGapMs after the
 // previous one — our pylon's rule (50 ms); 0 reports only on the
-// interval, upstream Stargate's pylon's rule.
+// interval, upstream Stargate's pylon's rule. They change whenever the
+// live pylon's collector says so: a request arrives, its response head
+// or one of its output chunks passes, or it ends; so a pylon with a
+// request streaming reports every ChangeGapMs.
 type Pylon struct {
 	IntervalMs  float64 `json:"interval_ms"`
 	ChangeGapMs float64 `json:"change_gap_ms"`
@@ -131,6 +135,12 @@ type Pylon struct {
 	// the request); 0 means pkg/affinity's default (2), a negative value
 	// disables the bound.
 	EngineAffinityLoadFactor float64 `json:"engine_affinity_load_factor,omitempty"`
+	// PinInputTPS makes every pylon publish its seed
+	// (EngineSpec.ReportedInputTPS) as its input TPS for good, as the
+	// pylon's --benchmark-pin-input-tps does. False, the pylon's default
+	// and the benchmark fleet's, publishes what the pylon learns: the
+	// running mean of its requests' input rates (pylonTPS).
+	PinInputTPS bool `json:"pin_input_tps,omitempty"`
 }
 
 // Defaults of the built-in fleet, the live benchmark fleet's settings.
@@ -339,8 +349,8 @@ func (f *Fleet) transit(c *Cluster) time.Duration {
 
 func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 
-// reportedTPS is what a pylon of n such engines publishes as its input
-// TPS.
+// reportedTPS is the input TPS a pylon of n such engines is seeded with
+// (and publishes, pinned).
 func (e *EngineSpec) reportedTPS(n int) float64 {
 	if e.ReportedInputTPS > 0 {
 		return e.ReportedInputTPS

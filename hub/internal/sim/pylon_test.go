@@ -126,18 +126,20 @@ func TestPylonAffinityKeepsSessionCache(t *testing.T) {
 
 // A pylon reports one snapshot for all its engines: queue fields, running
 // requests, KV counters and slots summed, the input rate once for the
-// pylon (the engines' cold rate times their number).
+// pylon (seeded with the engines' cold rate times their number). A
+// request counts as InputProcessing only from its response head, which
+// the mock engine sends after prefill.
 func TestPylonRegistrationAggregates(t *testing.T) {
 	r := newIdleRunner(t, pylonFleet(2, 4, EngineAffinityOn))
 	p := r.pylons[0]
 	a, b := p.engines[0], p.engines[1]
 	a.pending, a.queuedInput, a.liveInput = 1, 100, 100
-	b.prefilling, b.queuedInput, b.liveInput = 2, 300, 300
+	b.prefilling, b.firstToken, b.queuedInput, b.liveInput = 2, 1, 300, 300
 	hold(b, 1)
 	b.liveInput += 50
 	st := r.registration(p).Models[r.p.Model].Stats
-	if st.QueueSize != 3 || st.QueuedInputSize != 400 || st.NumRunningQueries != 4 || st.TotalQueryInputSize != 450 ||
-		st.InputProcessingQueries != 2 || st.OutputGenerationQueries != 1 {
+	if st.QueueSize != 4 || st.QueuedInputSize != 400 || st.NumRunningQueries != 5 || st.TotalQueryInputSize != 450 ||
+		st.InputProcessingQueries != 1 || st.OutputGenerationQueries != 1 {
 		t.Errorf("queue fields %+v", st)
 	}
 	if st.MaxEngineConcurrency != 8 || st.KVCacheCapacityTokens != 2*1_600_000 || st.LastMeanInputTPS != 2*64000 {

@@ -442,10 +442,12 @@ func summarise(xs []float64) Latency {
 // fleet, the seed and every arm's result, in --arms order.
 type Report struct {
 	Workload WorkloadInfo `json:"workload"`
-	Ceiling  Ceiling      `json:"ceiling"`
-	Seed     uint64       `json:"seed"`
-	Fleet    Fleet        `json:"fleet"`
-	Arms     []*ArmResult `json:"arms"`
+	// Warmup lists the workloads each arm replayed first (Options.Warmup).
+	Warmup  []WorkloadInfo `json:"warmup,omitempty"`
+	Ceiling Ceiling        `json:"ceiling"`
+	Seed    uint64         `json:"seed"`
+	Fleet   Fleet          `json:"fleet"`
+	Arms    []*ArmResult   `json:"arms"`
 }
 
 // WorkloadInfo identifies the replayed workload.
@@ -487,12 +489,24 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, ", %d requests, %d sessions, model `%s`, workload seed %d\n", wl.Requests, wl.Sessions, wl.Model, wl.Seed)
 	fmt.Fprintf(&b, "- workload fingerprint: `%s`\n", orDash(wl.Fingerprint))
+	if len(rep.Warmup) > 0 {
+		names := make([]string, len(rep.Warmup))
+		for i, x := range rep.Warmup {
+			names[i] = fmt.Sprintf("`%s` (%d requests, `%.12s`)", orDash(x.Suite), x.Requests, x.Fingerprint)
+		}
+		fmt.Fprintf(&b, "- warm-up: each arm's pylons first learned their input rate from %s\n", strings.Join(names, ", "))
+	}
 	fmt.Fprintf(&b, "- ceiling: %.1f%% of %d prompt tokens cacheable at all (%d cacheable; unbounded cache, %d-token blocks)\n",
 		rep.Ceiling.Pct, rep.Ceiling.PromptTokens, rep.Ceiling.CacheableTokens, rep.Ceiling.BlockTokens)
 	fmt.Fprintf(&b, "- simulation seed: %d\n", rep.Seed)
 	fmt.Fprintf(&b, "- fleet: %s; pylon reports every %g ms", fleetSummary(&rep.Fleet), rep.Fleet.Pylon.IntervalMs)
 	if rep.Fleet.Pylon.ChangeGapMs > 0 {
 		fmt.Fprintf(&b, " and %g ms after a change", rep.Fleet.Pylon.ChangeGapMs)
+	}
+	if rep.Fleet.Pylon.PinInputTPS {
+		b.WriteString("; input TPS pinned")
+	} else {
+		b.WriteString("; input TPS learned")
 	}
 	fmt.Fprintf(&b, "; engine affinity %s", orDash(rep.Fleet.Pylon.EngineAffinity))
 	if rep.Fleet.Pylon.EngineAffinity == EngineAffinityOn {

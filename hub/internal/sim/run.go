@@ -43,6 +43,15 @@ type Options struct {
 	// --prefix-index-* flags do; a zero field takes the hub's default
 	// (prefixindex.DefaultConfig).
 	PrefixIndex prefixindex.Config
+	// Warmup are workloads the arm's stack served before this one, in
+	// order, as a live campaign runs an arm's workloads one after another
+	// on the same processes. Each arm replays them first on the same fleet
+	// and carries over what the live stack keeps across runs and routing
+	// reads: every pylon's learned input rate (pylonTPS). Nothing else
+	// carries over: the live runs salt their prompts, so an earlier run's
+	// cache blocks, prefix-index entries and session hints never match a
+	// later run's requests.
+	Warmup []*Prepared
 	// MarkPrefixAtDispatch records a decision's cluster as a holder of the
 	// prompt's prefix as soon as the hub dispatches the request, instead
 	// of when the cluster's 2xx headers reach the hub as the live hub does
@@ -100,6 +109,9 @@ type flight struct {
 	estWork     int64
 	psRemaining float64
 	finish      int64
+	// admitted is when the request took an engine slot, where its
+	// pylon's input-rate sample starts.
+	admitted int64
 }
 
 // reqState is one workload request during a run.
@@ -181,6 +193,9 @@ type pylon struct {
 	// next is the round-robin cursor that breaks ties among least loaded
 	// engines with engine affinity off, as the live pylon's pool does.
 	next int
+	// tps is the input rate the pylon has learned (unused when the fleet
+	// pins it).
+	tps pylonTPS
 
 	reportSeq     uint64
 	lastReport    int64
@@ -302,14 +317,52 @@ func Run(p *Prepared, fleet Fleet, arm Arm, opts Options) (*ArmResult, error) {
 
 // run is Run with the workload's ceiling computed once by the caller.
 func run(p *Prepared, fleet Fleet, arm Arm, opts Options, ceil Ceiling) (*ArmResult, error) {
+	learned, err := warmUp(fleet, arm, opts)
+	if err != nil {
+		return nil, err
+	}
 	r, err := newRunner(p, fleet, arm, opts)
 	if err != nil {
 		return nil, err
 	}
+	r.setLearned(learned)
 	r.ceiling = ceil
 	for r.step() {
 	}
 	return r.result(), nil
+}
+
+// warmUp replays opts.Warmup through arm, one workload after another,
+// and returns every pylon's learned input rate at the end, in r.pylons
+// order (nil without warm-up). The greedy-ttft arm reads no pylon
+// statistics and skips it.
+func warmUp(fleet Fleet, arm Arm, opts Options) ([]pylonTPS, error) {
+	if arm.GreedyTTFT {
+		return nil, nil
+	}
+	var learned []pylonTPS
+	for i, w := range opts.Warmup {
+		r, err := newRunner(w, fleet, arm, opts)
+		if err != nil {
+			return nil, fmt.Errorf("warm-up workload %d: %w", i+1, err)
+		}
+		r.setLearned(learned)
+		for r.step() {
+		}
+		learned = learned[:0]
+		for _, p := range r.pylons {
+			learned = append(learned, p.tps)
+		}
+	}
+	return learned, nil
+}
+
+// setLearned starts every pylon from the input rate an earlier run left
+// it (warmUp); nil keeps the seeds.
+func (r *runner) setLearned(learned []pylonTPS) {
+	for i, t := range learned {
+		r.pylons[i].tps = t
+	}
 }
 
 // step handles the next event; false when the run is over. Pylons report
@@ -361,7 +414,7 @@ func (r *runner) build() error {
 		sc := &simCluster{id: c.ID, region: c.Region, rtt: r.fleet.rtt(c), halfTransit: int64(r.fleet.transit(c) / 2)}
 		pylons, perPylon := c.layout()
 		for k := range pylons {
-			p := &pylon{id: c.ID + "/p" + strconv.Itoa(k), c: sc}
+			p := &pylon{id: c.ID + "/p" + strconv.Itoa(k), c: sc, tps: seededTPS(c.Engine.reportedTPS(perPylon))}
 			for j := range perPylon {
 				kv, err := kvcache.New(kvcache.Config{BlockTokens: r.fleet.BlockTokens, CharsPerToken: workload.CharsPerToken,
 					CapacityTokens: c.Engine.KVCapacityTokens})
@@ -712,6 +765,7 @@ func (r *runner) tryStart(e *engine) {
 		e.pending--
 		e.prefilling++
 		f.phase = phPrefill
+		f.admitted = r.now
 		f.lease = e.kv.Lookup(f.r.pr.prompt)
 		f.cached = f.lease.CachedTokens()
 		work := e.spec.prefillWork(f.r.pr.tokens-f.cached, f.cached)
@@ -739,6 +793,9 @@ func (r *runner) prefillDone(f *flight) {
 	e.prefilling--
 	e.firstToken++
 	f.phase = phFirstToken
+	// The response head: the pylon moves the request from Pending to
+	// InputProcessing, a change it reports.
+	r.changed(e.p)
 	r.schedule(r.now+e.c.halfTransit, event{kind: evHeaders, f: f})
 	first := r.now + int64(msDuration(e.spec.TTFTMs))
 	f.finish = first + int64(f.r.wr.OutputTokens-1)*int64(msDuration(e.spec.TokenDelayMs))
@@ -751,6 +808,7 @@ func (r *runner) firstToken(f *flight) {
 	e.decoding++
 	e.queuedInput -= uint64(f.r.pr.tokens)
 	f.phase = phDecode
+	e.p.tps.add(inputSample(f.r.pr.tokens, time.Duration(r.now-f.admitted)))
 	rs := f.r
 	rs.ttft = r.now + e.c.halfTransit - rs.start
 	rs.cached = f.cached
@@ -774,13 +832,16 @@ func (r *runner) finish(f *flight) {
 	r.changed(e.p)
 }
 
-// changed is a pylon stats change: with a change gap, the pylon reports
-// as soon as the gap since its last report allows.
-func (r *runner) changed(p *pylon) {
+// changed is a pylon stats change now: with a change gap, the pylon
+// reports as soon as the gap since its last report allows.
+func (r *runner) changed(p *pylon) { r.changedAt(p, r.now) }
+
+// changedAt is a pylon stats change at t (≥ the pylon's last report).
+func (r *runner) changedAt(p *pylon, t int64) {
 	if r.hub == nil || r.gap <= 0 || p.changePending {
 		return
 	}
-	at := max(r.now, p.lastReport+r.gap)
+	at := max(t, p.lastReport+r.gap)
 	if at >= p.nextPeriodic {
 		return
 	}
@@ -802,6 +863,40 @@ func (r *runner) report(p *pylon, seq uint64) {
 	p.nextPeriodic = r.now + r.interval
 	r.schedule(p.nextPeriodic, event{kind: evReport, p: p, n: p.reportSeq})
 	r.schedule(r.now+p.c.halfTransit, event{kind: evApply, p: p, reg: reg})
+	// Every output chunk is a change to the live pylon's collector (it
+	// observes the request), so while a request streams the pylon reports
+	// again as soon as the gap allows. Arrivals, heads and ends call
+	// changed themselves.
+	if t, ok := p.nextChunk(r.now); ok {
+		r.changedAt(p, t)
+	}
+}
+
+// nextChunk is when the pylon next relays an output chunk after now:
+// the earliest next token of its streaming requests (a request's tokens
+// come every token delay, the last at its finish); false when none
+// streams.
+func (p *pylon) nextChunk(now int64) (int64, bool) {
+	var next int64
+	ok := false
+	for _, e := range p.engines {
+		step := int64(msDuration(e.spec.TokenDelayMs))
+		for _, f := range e.active {
+			if f.phase != phDecode {
+				continue
+			}
+			t := f.finish
+			if step > 0 {
+				if t = f.finish - (f.finish-now)/step*step; t <= now {
+					t += step
+				}
+			}
+			if !ok || t < next {
+				next, ok = t, true
+			}
+		}
+	}
+	return next, ok
 }
 
 // backend is the pylon as the hub's store knows it.
@@ -812,22 +907,28 @@ func (p *pylon) backend() state.Backend {
 // registration is what the pylon publishes now
 // (docs/design/statistics.md#fields), one snapshot for all its engines as
 // the live pylon's collector keeps it: queue fields from its live
-// requests' phases and their input tokens, summed over the engines; the
+// requests' phases and their input tokens, summed over the engines (a
+// request is Pending until its response head, which the mock engine
+// sends after prefill, then InputProcessing until its first output); the
 // KV counters summed over the engines; the engines' slots together when
-// the pylon is told them (its --max-engine-concurrency); and a pinned
-// input TPS.
+// the pylon is told them (its --max-engine-concurrency); and the input
+// TPS it has learned, or its seed when the fleet pins it.
 func (r *runner) registration(p *pylon) *protocol.Registration {
 	st := &protocol.ModelStats{StatsObservedAtUnixMs: uint64(r.wall(r.now).UnixMilli())}
 	spec := p.engines[0].spec
-	tps := spec.reportedTPS(len(p.engines))
-	st.LastMeanInputTPS, st.MaxInputTPS = tps, tps
+	if r.fleet.Pylon.PinInputTPS {
+		tps := spec.reportedTPS(len(p.engines))
+		st.LastMeanInputTPS, st.MaxInputTPS = tps, tps
+	} else {
+		st.LastMeanInputTPS, st.MaxInputTPS = p.tps.published(), p.tps.max
+	}
 	for _, e := range p.engines {
 		kv := e.kv.Stats()
 		st.QueueSize += uint64(e.pending + e.prefilling + e.firstToken)
 		st.QueuedInputSize += e.queuedInput
 		st.NumRunningQueries += uint64(e.outstanding())
 		st.TotalQueryInputSize += e.liveInput
-		st.InputProcessingQueries += uint64(e.prefilling + e.firstToken)
+		st.InputProcessingQueries += uint64(e.firstToken)
 		st.OutputGenerationQueries += uint64(e.decoding)
 		st.KVCacheCapacityTokens += uint64(kv.CapacityTokens)
 		st.KVCacheUsedTokens += uint64(kv.UsedTokens)

@@ -118,8 +118,10 @@ func fillers(t *testing.T, f Fleet, home string, n int) []string {
 
 // The overflow case: session s's home H is saturated by other sessions
 // when its turn 2 arrives, so turn 2 waits out the 200 ms affinity wait
-// (one timed wait to its end, cut short by each of the two reports the hub
-// applies meanwhile: 3 waits, the classification set once and kept) and
+// (one timed wait to its end, cut short by each report the hub applies
+// meanwhile: both pylons stream their fillers' output, so each reports
+// every 50 ms, 8 reports and 9 waits; the classification set once and
+// kept) and
 // overflows to the other cluster B. With last_cluster_affinity turn 3
 // follows its cache to B although H is free again; without it, turn 3
 // goes back home and finds nothing of turn 2 cached.
@@ -146,8 +148,8 @@ func TestOverflowFollowsWithLastClusterAffinity(t *testing.T) {
 		t.Fatalf("with lca: clusters %v, want %v", cl, want)
 	}
 	t2, t3 := &lca.reqs[5], &lca.reqs[6]
-	if t2.waits != 3 || time.Duration(t2.routed-t2.start) != 200*time.Millisecond {
-		t.Errorf("turn 2 routed after %v and %d waits, want 200ms and 3", time.Duration(t2.routed-t2.start), t2.waits)
+	if t2.waits != 9 || time.Duration(t2.routed-t2.start) != 200*time.Millisecond {
+		t.Errorf("turn 2 routed after %v and %d waits, want 200ms and 9", time.Duration(t2.routed-t2.start), t2.waits)
 	}
 	if t2.sessState != routing.SessionReturning || t2.sessSel != "fallback" || t2.rankDepth < 2 || t2.cached != 0 {
 		t.Errorf("turn 2: %v/%s depth %d cached %d, want returning/fallback, depth ≥ 2, cold", t2.sessState, t2.sessSel, t2.rankDepth, t2.cached)
@@ -252,8 +254,10 @@ func TestReportCarriesComparisonFields(t *testing.T) {
 }
 
 // No capacity anywhere: a new session (no affinity wait) gets its 503 at
-// once; a returning one waits out the 200 ms affinity wait in one sleep
-// (no report lands in it to wake it) and then gets it. Neither teaches the gateway a last cluster.
+// once; a returning one waits out the 200 ms affinity wait (woken by
+// every report meanwhile: each of the two pylons streams output and
+// reports every 50 ms, so 9 waits) and then gets it. Neither teaches the
+// gateway a last cluster.
 func TestNoCapacityRejects(t *testing.T) {
 	f := equalFleet(2, 1, 1, 2) // 1 slot: the group admits 2 (max_queued 1), overflow needs a free slot
 	home := homeOf(t, f, "s")
@@ -269,8 +273,8 @@ func TestNoCapacityRejects(t *testing.T) {
 	if !newReq.rejected || newReq.routed != newReq.start || newReq.waits != 0 {
 		t.Errorf("4th filler: rejected %v after %d waits at +%v, want an immediate 503", newReq.rejected, newReq.waits, time.Duration(newReq.routed-newReq.start))
 	}
-	if !ret.rejected || ret.waits != 1 || time.Duration(ret.routed-ret.start) != 200*time.Millisecond {
-		t.Errorf("turn 2: rejected %v after %d waits at +%v, want a 503 after 1 wait at +200ms", ret.rejected, ret.waits, time.Duration(ret.routed-ret.start))
+	if !ret.rejected || ret.waits != 9 || time.Duration(ret.routed-ret.start) != 200*time.Millisecond {
+		t.Errorf("turn 2: rejected %v after %d waits at +%v, want a 503 after 9 waits at +200ms", ret.rejected, ret.waits, time.Duration(ret.routed-ret.start))
 	}
 	if got := r.lastCluster["s"]; got != home {
 		t.Errorf("gateway's last cluster for s = %q, want %q (turn 1's; a 503 writes nothing)", got, home)
@@ -282,7 +286,7 @@ func TestNoCapacityRejects(t *testing.T) {
 
 // The routing deadline ends timed waits: with a 100 ms deadline the
 // returning turn above is rejected at +100 ms, before its affinity wait
-// is over.
+// is over (after 5 waits: 4 reports land in 100 ms).
 func TestRoutingDeadline(t *testing.T) {
 	f := equalFleet(2, 1, 1, 2)
 	home := homeOf(t, f, "s")
@@ -295,8 +299,8 @@ func TestRoutingDeadline(t *testing.T) {
 	p := prepare(t, openWorkload(t, reqs...), f)
 	r := runArm(t, p, f, builtin(t, "pulsar-wait-and-widen+lca"), Options{Seed: 1, MaxRoutingWait: 100 * time.Millisecond})
 	ret := &r.reqs[5]
-	if !ret.rejected || ret.waits != 1 || time.Duration(ret.routed-ret.start) != 100*time.Millisecond {
-		t.Errorf("turn 2: rejected %v after %d waits at +%v, want a 503 after 1 wait at +100ms", ret.rejected, ret.waits, time.Duration(ret.routed-ret.start))
+	if !ret.rejected || ret.waits != 5 || time.Duration(ret.routed-ret.start) != 100*time.Millisecond {
+		t.Errorf("turn 2: rejected %v after %d waits at +%v, want a 503 after 5 waits at +100ms", ret.rejected, ret.waits, time.Duration(ret.routed-ret.start))
 	}
 }
 
