@@ -54,6 +54,8 @@ func TestParseErrors(t *testing.T) {
 		{"split_guard negative", `{"models":{"m":{"algorithm":"prefix-affinity","split_guard":-0.2}}}`, `models["m"]: prefix-affinity split_guard must be between 0.0 and 1.0, got -0.2`, "prefix-affinity", "split_guard"},
 		{"split_guard type", `{"models":{"m":{"algorithm":"prefix-affinity","split_guard":"0.2"}}}`, `models["m"]: prefix-affinity split_guard must be a number, got "0.2"`, "prefix-affinity", "split_guard"},
 		{"split_guard elsewhere", `{"models":{"m":{"algorithm":"wait-and-widen","split_guard":0.2}}}`, `models["m"]: wait-and-widen config does not support field(s): split_guard`, "wait-and-widen", "split_guard"},
+		{"prefill_aware type", `{"models":{"m":{"algorithm":"prefix-affinity","prefill_aware":"yes"}}}`, `models["m"]: prefix-affinity prefill_aware must be true or false, got "yes"`, "prefix-affinity", "prefill_aware"},
+		{"prefill_aware elsewhere", `{"models":{"m":{"algorithm":"pulsar-wait-and-widen","prefill_aware":true}}}`, `models["m"]: pulsar-wait-and-widen config does not support field(s): prefill_aware`, "pulsar-wait-and-widen", "prefill_aware"},
 		{"prefix-affinity fields", `{"models":{"m":{"algorithm":"prefix-affinity","n":2,"prefix_affinity":true,"seed":"x"}}}`, `models["m"]: prefix-affinity config does not support field(s): n, prefix_affinity, seed`, "prefix-affinity", "n, prefix_affinity, seed"},
 		{"prefix_affinity pulsar", `{"models":{"m":{"algorithm":"pulsar","prefix_affinity":true}}}`, `models["m"]: pulsar config does not support field(s): prefix_affinity`, "pulsar", "prefix_affinity"},
 		{"prefix_affinity type", `{"models":{"m":{"algorithm":"pulsar-wait-and-widen","prefix_affinity":"yes"}}}`, `models["m"]: pulsar-wait-and-widen prefix_affinity must be true or false, got "yes"`, "pulsar-wait-and-widen", "prefix_affinity"},
@@ -211,16 +213,16 @@ func TestPrefixAffinitySettings(t *testing.T) {
 	c := mustParse(t, `{"models":{
 		"bare":"prefix-affinity",
 		"set":{"algorithm":"prefix-affinity","comparator":"ttft","split_guard":0,"last_cluster_affinity":true,
-			"returning_prefers_last_cluster":false,"max_input_work_seconds":4},
+			"returning_prefers_last_cluster":false,"max_input_work_seconds":4,"prefill_aware":true},
 		"ww":{"algorithm":"wait-and-widen","prefix_affinity":true},
 		"pww":{"algorithm":"pulsar-wait-and-widen","prefix_affinity":false},
 		"ww0":"wait-and-widen"}}`)
 	b := modelDef(t, c, "bare")
 	if e := b.Effective(); b.Algorithm() != PrefixAffinity || e.Comparator != lb.ComparatorUtilization || e.SplitGuard != 0.2 ||
-		e.LastClusterAffinity || !e.ReturningPrefersLastCluster || e.PrefixAffinity {
+		e.LastClusterAffinity || !e.ReturningPrefersLastCluster || e.PrefixAffinity || e.PrefillAware {
 		t.Errorf("bare: %v %+v", b.Algorithm(), e)
 	}
-	if e := modelDef(t, c, "set").Effective(); e.Comparator != lb.ComparatorTTFT || e.SplitGuard != 0 || !e.LastClusterAffinity ||
+	if e := modelDef(t, c, "set").Effective(); !e.PrefillAware || e.Comparator != lb.ComparatorTTFT || e.SplitGuard != 0 || !e.LastClusterAffinity ||
 		e.ReturningPrefersLastCluster || !e.HasInputWorkLimit {
 		t.Errorf("set: %+v", e)
 	}

@@ -132,6 +132,8 @@ type Effective struct {
 	// QueueOnSaturatedHolders is prefix-affinity's
 	// queue_on_saturated_holders (default true).
 	QueueOnSaturatedHolders bool
+	// PrefillAware is prefix-affinity's prefill_aware (default false).
+	PrefillAware bool
 
 	// ConsiderKVFreeTokens skips clusters without enough free KV cache.
 	ConsiderKVFreeTokens bool
@@ -306,6 +308,9 @@ func newDefinition(alg Algorithm, s Settings) (*Definition, error) {
 	}
 	if s.QueueOnSaturatedHolders != nil {
 		e.QueueOnSaturatedHolders = *s.QueueOnSaturatedHolders
+	}
+	if s.PrefillAware != nil {
+		e.PrefillAware = *s.PrefillAware
 	}
 	if s.ConsiderKVFreeTokens != nil && !alg.usesPulsarRanking() {
 		// Unreachable from a file (an unsupported field); upstream

@@ -21,8 +21,9 @@ const (
 	ClassUnavailable = "unavailable"
 	// ClassUnknownParameter: the key is not an expression parameter at all
 	// (including last_cluster_affinity, returning_prefers_last_cluster,
-	// rendezvous_weight, rtt_tier_ms, prefix_affinity, split_guard and
-	// queue_on_saturated_holders, which only a file may set).
+	// rendezvous_weight, rtt_tier_ms, prefix_affinity, split_guard,
+	// queue_on_saturated_holders and prefill_aware, which only a file may
+	// set).
 	ClassUnknownParameter = "unknown_parameter"
 	// ClassNotApplicable: the key is a parameter, but not of this
 	// algorithm.
@@ -54,8 +55,8 @@ func reject(class, format string, args ...any) *Rejection {
 // on purpose: cache_affinity_virtual_nodes is W&W-only (P-W&W ignores it),
 // comparator is refused on P-W&W up front, and none of
 // last_cluster_affinity, returning_prefers_last_cluster, rendezvous_weight,
-// rtt_tier_ms, prefix_affinity, split_guard and queue_on_saturated_holders
-// may be chosen per request:
+// rtt_tier_ms, prefix_affinity, split_guard, queue_on_saturated_holders and
+// prefill_aware may be chosen per request:
 // the session rules, the key placement and where a prompt's prefix gets
 // its copies (the holders every later request is routed to) are the
 // operator's, and two requests of one session must not be routed by

@@ -96,6 +96,7 @@ type Settings struct {
 	// prefix-affinity only.
 	SplitGuard              *float64 `json:"split_guard,omitempty"`
 	QueueOnSaturatedHolders *bool    `json:"queue_on_saturated_holders,omitempty"`
+	PrefillAware            *bool    `json:"prefill_aware,omitempty"`
 }
 
 // fieldKind is a field's JSON type.
@@ -173,6 +174,7 @@ var fields = []field{
 	{name: "fallback_max_queued", algs: setOf(PulsarWaitAndWiden), kind: kindUint, u: func(s *Settings) **uint64 { return &s.FallbackMaxQueued }},
 	{name: "split_guard", algs: setOf(PrefixAffinity), kind: kindFloat, f: func(s *Settings) **float64 { return &s.SplitGuard }},
 	{name: "queue_on_saturated_holders", algs: setOf(PrefixAffinity), kind: kindBool, b: func(s *Settings) **bool { return &s.QueueOnSaturatedHolders }},
+	{name: "prefill_aware", algs: setOf(PrefixAffinity), kind: kindBool, b: func(s *Settings) **bool { return &s.PrefillAware }},
 }
 
 var fieldIndex = func() map[string]*field {

@@ -44,7 +44,7 @@ func New(def *lbconfig.Definition) (lb.Picker, error) {
 	case lbconfig.PrefixAffinity:
 		return prefixaffinity.New(prefixaffinity.Config{Comparator: e.Comparator, SplitGuard: e.SplitGuard,
 			LastClusterAffinity: e.LastClusterAffinity, PreferLastCluster: e.ReturningPrefersLastCluster,
-			QueueOnSaturatedHolders: e.QueueOnSaturatedHolders})
+			QueueOnSaturatedHolders: e.QueueOnSaturatedHolders, PrefillAware: e.PrefillAware})
 	}
 	return nil, fmt.Errorf("no load balancer for algorithm %v", def.Algorithm())
 }

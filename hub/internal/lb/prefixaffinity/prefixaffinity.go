@@ -65,6 +65,14 @@ type Config struct {
 	// cached prefix makes its queue cheaper to drain; overflowing then
 	// spreads a hot prefix's requests over cold clusters and forgets them.
 	QueueOnSaturatedHolders bool
+	// PrefillAware is prefill_aware: the choice compares estimated times
+	// to first token, each cluster's prefill backlog and the prompt blocks
+	// it holds included, instead of free slots and utilisation
+	// (prefillAware). A free slot says nothing of the prefill already
+	// running on the engines behind it, which share one prefill rate, so
+	// without it the holders of popular prompts run hot while other
+	// clusters idle.
+	PrefillAware bool
 }
 
 // DefaultConfig is prefix-affinity with every field at its default.
@@ -150,6 +158,9 @@ func (p *Picker) Pick(req *routing.Request, snap *routing.Snapshot, _ time.Time,
 		}
 	}
 
+	if p.cfg.PrefillAware {
+		return p.prefillAware(req, snap, band, s, rng)
+	}
 	c := p.chooser(req, snap, rng)
 	if c.offerWithRoom(band) {
 		return p.decide(req, snap, c.best, routing.PrefixTierCache, s), true
