@@ -8,7 +8,7 @@ MODULES       := pkg gateway hub pylon
 # Tool modules outside go.work (their dependencies, helm and k8s.io among
 # them, must not join the services' build list): linted like the others,
 # with GOWORK=off.
-TOOL_MODULES  := tools/charts tools/obs
+TOOL_MODULES  := tools/charts tools/obs tools/uie2e
 BIN           := $(CURDIR)/bin
 VERSION       ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS       := -X main.version=$(VERSION)
@@ -37,7 +37,7 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(CMDS)
 
 ## test: the whole gate CI runs: lint, race tests of every module, fuzz smoke, e2e
-test: lint unit fuzz-smoke e2e config-doc-check charts-check dashboards-check
+test: lint unit fuzz-smoke e2e config-doc-check charts-check dashboards-check ui-e2e
 
 ## unit: go test -race in every module, as one go command over the workspace (go.work) so the
 ## packages of all modules share the cores: a module's slowest test no longer idles the other core
@@ -195,7 +195,7 @@ images:
 
 # Observability: the dashboards and rules of charts/observability, generated and checked by
 # tools/obs (a module outside go.work, built with GOWORK=off); docs/operations.md explains them.
-.PHONY: dashboards-check observe-e2e soak faults
+.PHONY: dashboards-check observe-e2e soak faults ui-e2e
 
 ## dashboards-check: promtool checks and unit-tests the chart's rules and parses every dashboard
 ## expression; tools/obs is linted (golangci-lint, go vet among its linters) and tested (the
@@ -236,6 +236,17 @@ OVERLOAD_DURATION ?= 90s
 OVERLOAD_FACTOR ?= 2
 overload: build
 	cd pkg && $(GO) run ./internal/cmd/overload -bin $(BIN) -duration $(OVERLOAD_DURATION) -factor $(OVERLOAD_FACTOR) -out $(CURDIR)/results/overload-$$(date -u +%Y%m%dT%H%M%SZ) $(OVERLOAD_FLAGS)
+
+## ui-e2e: a real-browser test of the hub's live routing page (tools/uie2e): a demo stack with a workload
+## whose sessions escape and follow, then headless Chromium (Debian's chromium, installed by
+## scripts/need-chromium when /usr/bin/chromium is missing; never downloaded) loads /ui on the hub's admin
+## listener; every cluster of /debug/state, an escaped-and-followed session and the content-prefix panel must
+## show, with no console error; tools/uie2e's own tests run first; screenshots, the demo's output and
+## Chromium's log go to results/ui-e2e-<UTC time> (part of make test: about 30 s, 11 s more to install Chromium)
+ui-e2e: build
+	@scripts/need-chromium
+	cd tools/uie2e && GOWORK=off $(GO) test -count=1 ./... && GOWORK=off $(GO) build -o $(BIN)/uie2e ./cmd/uie2e
+	$(BIN)/uie2e -bin $(BIN) -out $(CURDIR)/results/ui-e2e-$$(date -u +%Y%m%dT%H%M%SZ)
 
 ## observe-e2e: a real Prometheus (Debian's, on loopback) scrapes the demo stack under about a minute
 ## of load with the chart's rules loaded; every panel query and recording rule must return data;

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -15,8 +16,13 @@ func TestLBConfig(t *testing.T) {
 			"cache_affinity_backend_selection_count": 1.0}},
 		// The hub refuses last_cluster_affinity on other algorithms.
 		{"power-of-n", map[string]any{"algorithm": "power-of-n"}},
+		{"pulsar-wait-and-widen+prefix", map[string]any{"algorithm": "pulsar-wait-and-widen", "cache_affinity_wait_ms": 200.0,
+			"last_cluster_affinity": true, "prefix_affinity": true}},
+		// prefix_affinity is an option of the wait-and-widen algorithms only.
+		{"power-of-n+prefix", map[string]any{"algorithm": "power-of-n"}},
 	} {
-		b, err := lbConfig("m", c.algorithm, 200)
+		alg, prefix := strings.CutSuffix(c.algorithm, "+prefix")
+		b, err := lbConfig("m", alg, 200, prefix)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -67,6 +67,7 @@ URLs; Ctrl-C (or SIGTERM) stops every process the demo started.`
 type options struct {
 	binDir, resultsDir, algorithm string
 	check, keep, queueAdmission   bool
+	prefixAffinity                bool
 	sessions, turns, workers      int
 	seed                          uint64
 	waitMs                        int
@@ -86,6 +87,8 @@ func parseOptions(args []string, getenv func(string) string, out io.Writer) (*op
 	fs.Uint64(&o.seed, "seed", "DEMO_SEED", 1, "workload seed")
 	fs.String(&o.algorithm, "algorithm", "DEMO_ALGORITHM", "pulsar-wait-and-widen", "the hub's algorithm for the model (e.g. power-of-n to see routing without session affinity)")
 	fs.Int(&o.waitMs, "affinity-wait-ms", "DEMO_AFFINITY_WAIT_MS", 200, "cache_affinity_wait_ms of the (pulsar-)wait-and-widen algorithms")
+	fs.Bool(&o.prefixAffinity, "prefix-affinity", "DEMO_PREFIX_AFFINITY", false,
+		"prefix_affinity on the (pulsar-)wait-and-widen algorithms: the prompt's prefix holders lead the affinity order (the routing page then shows the prefix index)")
 	fs.Bool(&o.queueAdmission, "pylon-queue-admission", "DEMO_PYLON_QUEUE_ADMISSION", true,
 		"the pylons' queue admission (429 queue_estimate_mismatch when their queue is longer than the hub expected)")
 	fs.Duration(&o.deadline, "deadline", "DEMO_DEADLINE", 0, "bound of the workload; requests still running are aborted (0 = 3m, or 30s with --check)")
@@ -139,7 +142,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	started := time.Now()
 	f := stack.DemoFleet()
 	f.QueueAdmission = o.queueAdmission
-	lb, err := lbConfig(f.Model, o.algorithm, o.waitMs)
+	lb, err := lbConfig(f.Model, o.algorithm, o.waitMs, o.prefixAffinity)
 	if err != nil {
 		return fail(err)
 	}
@@ -248,7 +251,11 @@ func printBanner(w io.Writer, o *options, f stack.Fleet, ep stack.Endpoints, wl 
 	fmt.Fprintf(w, "stack up in %.1f s: gateway %s/v1 -> hub %s -> %d clusters\n", startup.Seconds(), ep.Gateway, ep.Hub, len(f.ClusterIDs()))
 	alg := o.algorithm
 	if affinityAlgorithms[alg] {
-		alg += fmt.Sprintf(" (cache_affinity_wait_ms %d, last_cluster_affinity on)", o.waitMs)
+		alg += fmt.Sprintf(" (cache_affinity_wait_ms %d, last_cluster_affinity on", o.waitMs)
+		if o.prefixAffinity {
+			alg += ", prefix_affinity on"
+		}
+		alg += ")"
 	}
 	fmt.Fprintf(w, "  hub routes %s with %s\n", f.Model, alg)
 	for _, line := range f.Describe() {
