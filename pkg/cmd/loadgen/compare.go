@@ -37,6 +37,10 @@ type armStack struct {
 	target string
 	// running is the current arm's stack; nil between arms.
 	running *stack.Stack
+	// hubs is how many hub replicas the stack runs; the gateway spreads
+	// its requests over them, and only the first one's metrics are
+	// recorded.
+	hubs int
 	// http scrapes the hub's /metrics.
 	http *http.Client
 	// log receives what is recorded without failing the arm (a hub whose
@@ -58,7 +62,7 @@ func (a *armStack) Up(ctx context.Context, arm loadgen.Arm, armDir string) (load
 		logDir = filepath.Join(a.logs, arm.Name)
 	}
 	st, err := stack.Start(ctx, stack.Options{BinDir: a.bin, LogDir: logDir, Fleet: stack.BenchFleet(),
-		LBConfigPath: arm.LBConfig, Principal: "bench"})
+		LBConfigPath: arm.LBConfig, Principal: "bench", Hubs: a.hubs})
 	if err != nil {
 		return loadgen.ArmTarget{}, err
 	}
@@ -167,7 +171,13 @@ func hubCounters(fams promscrape.Families) []byte {
 type compareFlags struct {
 	on             bool
 	bin, stackLogs string
+	// hubs is --hubs: hub replicas per arm's stack.
+	hubs int
 }
+
+// maxHubs bounds --hubs: each replica is a process with a tunnel from
+// every pylon.
+const maxHubs = 8
 
 // defaultBin is the folder of the running loadgen: `make build` puts every
 // binary next to it.
@@ -186,7 +196,7 @@ func defaultBin() (string, error) {
 // the campaign's stack.
 func (cf *compareFlags) newArmStack(given func(flag string) bool, rf *runFlags, model string, log io.Writer) (*armStack, error) {
 	if !cf.on {
-		for _, f := range []string{"bin", "stack-logs"} {
+		for _, f := range []string{"bin", "stack-logs", "hubs"} {
 			if given(f) {
 				return nil, bad("--%s only applies with --compare", f)
 			}
@@ -197,6 +207,9 @@ func (cf *compareFlags) newArmStack(given func(flag string) bool, rf *runFlags, 
 		if given(f) {
 			return nil, bad("--%s must not be given with --compare: the runs go to the stack it starts (--target gateway or hub) with its own credentials", f)
 		}
+	}
+	if cf.hubs < 1 || cf.hubs > maxHubs {
+		return nil, bad("--hubs %d: must be 1 to %d", cf.hubs, maxHubs)
 	}
 	fleet := stack.BenchFleet()
 	if model != fleet.Model {
@@ -215,7 +228,7 @@ func (cf *compareFlags) newArmStack(given func(flag string) bool, rf *runFlags, 
 	if missing := stack.MissingBinaries(bin); len(missing) > 0 {
 		return nil, bad("--bin %s lacks %v: run `make build` first (or name the folder with --bin)", bin, missing)
 	}
-	return &armStack{bin: bin, logs: cf.stackLogs, target: rf.target, http: &http.Client{}, log: log}, nil
+	return &armStack{bin: bin, logs: cf.stackLogs, target: rf.target, hubs: cf.hubs, http: &http.Client{}, log: log}, nil
 }
 
 // errorsOver lists the arm/suite results with more than max requests that

@@ -52,6 +52,8 @@ func TestCompareFlags(t *testing.T) {
 		{"bin without compare", []string{"--bin", bin, "--target", "hub", "--url", "http://x"}, nil, []string{"--bin only applies with --compare"}},
 		{"stack logs without compare", []string{"--stack-logs", dir, "--target", "hub", "--url", "http://x"}, nil, []string{"--stack-logs only applies"}},
 		{"max errors", []string{"--compare", "--bin", bin, "--max-errors", "-2"}, nil, []string{"--max-errors"}},
+		{"hubs", []string{"--compare", "--bin", bin, "--hubs", "0"}, nil, []string{"--hubs 0"}},
+		{"hubs without compare", []string{"--hubs", "2", "--target", "hub", "--url", "http://x"}, nil, []string{"--hubs only applies"}},
 		// Without --compare the URL is still required.
 		{"no url", []string{"--target", "hub"}, nil, []string{"--url is required"}},
 	} {
