@@ -25,17 +25,26 @@ const AnchorKeyPrefix = "mt:v1:prefix:"
 // same key, so a shared prefix is cached on one engine of a cluster
 // rather than on each in turn. The empty string for an empty summary.
 func AnchorKey(s Summary) string {
-	if len(s.Hashes) == 0 {
+	h, ok := AnchorHash(s)
+	if !ok {
 		return ""
 	}
-	i := len(s.Hashes) - 1
+	return AnchorKeyPrefix + strconv.FormatUint(h, 16)
+}
+
+// AnchorHash is the checkpoint hash AnchorKey names: the summary's first
+// checkpoint at or past AnchorBlocks, or its last when the prompt is
+// shorter. It reports false for an empty summary.
+func AnchorHash(s Summary) (uint64, bool) {
+	if len(s.Hashes) == 0 {
+		return 0, false
+	}
 	for j := range s.Hashes {
 		if s.Blocks(j) >= AnchorBlocks {
-			i = j
-			break
+			return s.Hashes[j], true
 		}
 	}
-	return AnchorKeyPrefix + strconv.FormatUint(s.Hashes[i], 16)
+	return s.Hashes[len(s.Hashes)-1], true
 }
 
 // InnerKey is the key that chooses the backend and the engine inside the

@@ -64,3 +64,24 @@ func TestInnerKey(t *testing.T) {
 		t.Errorf("no summary: %q", got)
 	}
 }
+
+// AnchorHash is the checkpoint AnchorKey names.
+func TestAnchorHash(t *testing.T) {
+	if _, ok := AnchorHash(Summary{}); ok {
+		t.Fatal("an empty summary has an anchor")
+	}
+	hashes := make([]uint64, 100)
+	for i := range hashes {
+		hashes[i] = uint64(i) + 1
+	}
+	for _, blocks := range []int{5, 32, 100} {
+		s := Summarize(hashes[:blocks], DefaultBlockTokens)
+		h, ok := AnchorHash(s)
+		if !ok || AnchorKey(s) != AnchorKeyPrefix+strconv.FormatUint(h, 16) {
+			t.Fatalf("%d blocks: AnchorHash %x %v, AnchorKey %q", blocks, h, ok, AnchorKey(s))
+		}
+		if want := uint64(min(blocks, AnchorBlocks)); h != want {
+			t.Fatalf("%d blocks: anchor %d, want the hash of block %d", blocks, h, want)
+		}
+	}
+}

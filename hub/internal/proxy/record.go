@@ -31,23 +31,11 @@ func (p *Proxy) record(req *request, st *loop) {
 	if e.Status >= 200 && e.Status <= 299 && req.served != "" {
 		e.Escape = st.escape
 	}
-	if len(req.prefix.Hashes) > 0 {
-		e.Prefix = anchorHash(req.prefix)
-		for _, h := range r.Prefix.Holders {
-			e.PrefixBlocks = max(e.PrefixBlocks, h.Blocks)
+	if h, ok := prefixhash.AnchorHash(req.prefix); ok {
+		e.Prefix = h
+		for _, holder := range r.Prefix.Holders {
+			e.PrefixBlocks = max(e.PrefixBlocks, holder.Blocks)
 		}
 	}
 	p.cfg.Records.Append(e)
-}
-
-// anchorHash is the checkpoint prefixhash.AnchorKey names: requests that
-// share the prompt that far are one prefix on the routing page, however
-// long each prompt is.
-func anchorHash(s prefixhash.Summary) uint64 {
-	for j := range s.Hashes {
-		if s.Blocks(j) >= prefixhash.AnchorBlocks {
-			return s.Hashes[j]
-		}
-	}
-	return s.Hashes[len(s.Hashes)-1]
 }
