@@ -195,7 +195,7 @@ images:
 
 # Observability: the dashboards and rules of charts/observability, generated and checked by
 # tools/obs (a module outside go.work, built with GOWORK=off); docs/operations.md explains them.
-.PHONY: dashboards-check observe-e2e soak faults ui-e2e
+.PHONY: dashboards-check observe-e2e soak faults ui-e2e bench-path
 
 ## dashboards-check: promtool checks and unit-tests the chart's rules and parses every dashboard
 ## expression; tools/obs is linted (golangci-lint, go vet among its linters) and tested (the
@@ -247,6 +247,14 @@ ui-e2e: build
 	@scripts/need-chromium
 	cd tools/uie2e && GOWORK=off $(GO) test -count=1 ./... && GOWORK=off $(GO) build -o $(BIN)/uie2e ./cmd/uie2e
 	$(BIN)/uie2e -bin $(BIN) -out $(CURDIR)/results/ui-e2e-$$(date -u +%Y%m%dT%H%M%SZ)
+
+## bench-path: the request path tier by tier against relay-floor hops (bin/baseline-proxy): fresh processes
+## per round, paths in a rotated order, 1/32/256 KiB x 1/32 clients x JSON/SSE; CPU, syscalls and switches per
+## request from /proc, added p50/p99, the tiers' Go benchmarks (allocs/op) and pprof tops; a report.md in
+## results/bench-path-<time> (about 9 minutes on 2 cores; docs/performance/path.md keeps the passes)
+BENCH_PATH_FLAGS ?= -profile
+bench-path: build
+	cd pkg && $(GO) run ./internal/cmd/benchpath -bin $(BIN) -out $(CURDIR)/results/bench-path-$$(date -u +%Y%m%dT%H%M%SZ) $(BENCH_PATH_FLAGS)
 
 ## observe-e2e: a real Prometheus (Debian's, on loopback) scrapes the demo stack under about a minute
 ## of load with the chart's rules loaded; every panel query and recording rule must return data;

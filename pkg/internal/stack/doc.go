@@ -11,7 +11,10 @@
 // every binary's build_info. For the fault-injection suite it also runs
 // several gateways whose Olric nodes form one cluster, passes extra flags
 // to chosen children, and kills, terminates and restarts single children
-// where they were. It does not generate load or judge results.
+// where they were. For the request-path benchmark it chains relay-floor
+// hops (bare reverse proxies) in front of the first engine and tells a
+// caller each child's process id. It does not generate load or judge
+// results.
 //
 // Children run in process groups of their own, so a Ctrl-C in the terminal
 // reaches only the parent, which then calls Stop: nothing is left behind

@@ -25,12 +25,17 @@ func Binaries() []string { return []string{"hub", "gateway", "pylon", "mock-engi
 func MissingBinaries(binDir string) []string {
 	var out []string
 	for _, b := range Binaries() {
-		fi, err := os.Stat(filepath.Join(binDir, b))
-		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		if !executable(binDir, b) {
 			out = append(out, b)
 		}
 	}
 	return out
+}
+
+// executable reports whether dir holds name as an executable regular file.
+func executable(dir, name string) bool {
+	fi, err := os.Stat(filepath.Join(dir, name))
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
 // Options say what Start runs and where its files go.
@@ -69,6 +74,13 @@ type Options struct {
 	// ("pylon-near-a", "gateway-2"); a binary's come first. They follow the
 	// stack's own flags, so a repeated flag overrides the stack's value.
 	ExtraArgs map[string][]string
+	// FloorHops is how many relay-floor hops (bin/baseline-proxy, a bare
+	// reverse proxy) to chain in front of the fleet's first engine:
+	// "floor-1" calls the engine, "floor-2" calls floor-1, and so on. A
+	// benchmark reads the tiers' cost against them, what any Go HTTP hop
+	// costs on the same machine. 0 (the default) runs none and needs no
+	// baseline-proxy binary.
+	FloorHops int
 }
 
 // Endpoints are the URLs and credentials of a running stack.
@@ -99,6 +111,9 @@ type Endpoints struct {
 	// that talks to the hub directly sends it too (Authorization: Bearer)
 	// so the hub trusts its routing headers, as it trusts the gateway's.
 	GatewayToken string
+	// FloorHops are the relay-floor hops' base URLs (Options.FloorHops):
+	// FloorHops[i] reaches the first engine through i+1 hops.
+	FloorHops []string
 }
 
 // Stack is a running fleet. Its methods may be called from one goroutine
@@ -127,7 +142,11 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 	if len(o.Fleet.ClusterIDs()) == 0 {
 		return nil, errors.New("stack: the fleet has no cluster")
 	}
-	if missing := MissingBinaries(o.BinDir); len(missing) > 0 {
+	missing := MissingBinaries(o.BinDir)
+	if o.FloorHops > 0 && !executable(o.BinDir, floorBinary) {
+		missing = append(missing, floorBinary)
+	}
+	if len(missing) > 0 {
 		return nil, fmt.Errorf("stack: %s lacks %v: run `make build` first", o.BinDir, missing)
 	}
 	if err := os.MkdirAll(o.LogDir, 0o750); err != nil {
@@ -231,6 +250,9 @@ func (s *Stack) start(ctx context.Context, lbPath, principal string) error {
 	if err := s.startMoreGateways(ctx, &ep, hubs, sec, olricSecret); err != nil {
 		return err
 	}
+	if err := s.startFloorHops(ctx, &ep); err != nil {
+		return err
+	}
 	s.ep = ep
 	return s.waitRoutable(ctx)
 }
@@ -241,7 +263,7 @@ func (s *Stack) Endpoints() Endpoints {
 	ep.PylonMetrics, ep.Engines = maps.Clone(ep.PylonMetrics), maps.Clone(ep.Engines)
 	ep.Gateways, ep.GatewaysMetrics = slices.Clone(ep.Gateways), slices.Clone(ep.GatewaysMetrics)
 	ep.Hubs, ep.HubsMetrics, ep.HubsState = slices.Clone(ep.Hubs), slices.Clone(ep.HubsMetrics), slices.Clone(ep.HubsState)
-	ep.HubNames = slices.Clone(ep.HubNames)
+	ep.HubNames, ep.FloorHops = slices.Clone(ep.HubNames), slices.Clone(ep.FloorHops)
 	return ep
 }
 

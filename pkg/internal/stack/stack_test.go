@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -103,6 +105,13 @@ func fakeFleet(mode string) int {
 			return 1
 		}
 		servers[arg("listen")], servers[arg("metrics-listen")] = readyz, metrics
+	case floorBinary:
+		u, err := url.Parse(arg("target"))
+		if err != nil || u.Host == "" {
+			fmt.Fprintln(os.Stderr, "baseline-proxy: bad --target", arg("target"))
+			return 2
+		}
+		servers[arg("listen")] = httputil.NewSingleHostReverseProxy(u)
 	case "mock-engine":
 		cfg := mockengine.DefaultConfig()
 		cfg.ModelName = arg("model-name")
