@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -207,10 +208,18 @@ func click(ctx context.Context, within time.Duration, sel string) error {
 	defer cancel()
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
+	// The element is looked up and clicked in one evaluation: a mouse
+	// click through the protocol takes several round trips (find, scroll,
+	// box, press, release), and a page that re-renders in between wins
+	// the race whenever the machine is busy.
+	js := `(() => { const e = document.querySelector(` + strconv.Quote(sel) + `); if (!e) return false; e.click(); return true; })()`
 	for tries := 1; ; tries++ {
-		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
-		if err == nil {
+		clicked, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
+		if err == nil && clicked {
 			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("no element matches %s", sel)
 		}
 		select {
 		case <-ctx.Done():
