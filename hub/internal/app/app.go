@@ -298,9 +298,10 @@ func (a *App) adminMux(reg *prometheus.Registry) http.Handler {
 	debug.HandleFunc("GET /debug/state", a.serveDebug)
 	if a.page != nil {
 		debug.HandleFunc("GET /debug/routing", a.page.ServeJSON)
-		for _, path := range []string{"/ui", "/ui/", "/ui/page.js", "/ui/page.css"} {
-			mux.HandleFunc("GET "+path+pathEnd(path), a.page.ServeUI)
-		}
+		// ServeUI knows the page's files and answers the rest of /ui/
+		// with a 404.
+		mux.HandleFunc("GET /ui", a.page.ServeUI)
+		mux.HandleFunc("GET /ui/", a.page.ServeUI)
 	} else {
 		mux.HandleFunc("GET /ui", pageOff)
 	}

@@ -108,14 +108,6 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// pathEnd makes a ServeMux pattern ending in "/" match only that path.
-func pathEnd(path string) string {
-	if strings.HasSuffix(path, "/") {
-		return "{$}"
-	}
-	return ""
-}
-
 // pageOff answers /ui when --routing-page-records is 0.
 func pageOff(w http.ResponseWriter, _ *http.Request) {
 	openai.WriteError(w, openai.NotFound("the routing page is off (--routing-page-records 0)"))

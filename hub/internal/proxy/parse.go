@@ -49,6 +49,9 @@ type request struct {
 	// prefix is the prompt's summary when the route uses prefixes and the
 	// gateway sent a valid one (parsePrefix); the zero value otherwise.
 	prefix prefixhash.Summary
+	// anchor is the summary's anchor checkpoint (prefixhash.AnchorHash),
+	// 0 without a summary: the routing page groups prompts by it.
+	anchor uint64
 	// backendKey, when set, replaces the affinity key for choosing the
 	// backend and engine inside a cluster (prefixhash.AnchorKey).
 	backendKey string

@@ -49,6 +49,7 @@ func (p *Proxy) parsePrefix(h http.Header, req *request, rr *routing.Request, ro
 	}
 	p.cfg.Metrics.prefixSummary(req.target, "ok")
 	req.prefix = s
+	req.anchor, _ = prefixhash.AnchorHash(s)
 	rr.Prefix = routing.PrefixMatch{TotalBlocks: s.TotalBlocks, BlockTokens: s.BlockTokens, Stride: s.Stride,
 		Holders: p.cfg.Prefix.Match(req.target.Model, s, nil)}
 	if k := prefixhash.InnerKey(rr.AffinityKey, s); k != rr.AffinityKey {

@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/stargate-router/stargate/hub/internal/routelog"
-	"github.com/stargate-router/stargate/pkg/prefixhash"
 )
 
 // Recorder keeps a record of each routed request (routelog.Log).
@@ -13,8 +12,8 @@ type Recorder interface {
 }
 
 // record hands the ended request to Config.Records. An escape is recorded
-// only with a 2xx from the escape's cluster, as countEscape counts it: an
-// error answered from elsewhere does not move the session.
+// when countEscape counted it (a 2xx from the escape's cluster): an error
+// answered from elsewhere does not move the session.
 func (p *Proxy) record(req *request, st *loop) {
 	if p.cfg.Records == nil {
 		return
@@ -28,11 +27,11 @@ func (p *Proxy) record(req *request, st *loop) {
 	if req.expired {
 		e.Status = http.StatusGatewayTimeout
 	}
-	if e.Status >= 200 && e.Status <= 299 && req.served != "" {
+	if st.escaped {
 		e.Escape = st.escape
 	}
-	if h, ok := prefixhash.AnchorHash(req.prefix); ok {
-		e.Prefix = h
+	if req.anchor != 0 {
+		e.Prefix = req.anchor
 		for _, holder := range r.Prefix.Holders {
 			e.PrefixBlocks = max(e.PrefixBlocks, holder.Blocks)
 		}

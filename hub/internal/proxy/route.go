@@ -52,6 +52,9 @@ type loop struct {
 	// the escape (countEscape).
 	escape    string
 	ownFailed bool
+	// escaped reports that countEscape counted the escape: the answer was
+	// a 2xx from the escape's cluster.
+	escaped bool
 	// selection, rank and tier describe the latest choice, for the
 	// request's record.
 	selection routelog.Selection

@@ -42,6 +42,7 @@ func (p *Proxy) countEscape(req *request, st *loop, clusterID string, status int
 	if st.escape == "" || status < 200 || status > 299 {
 		return
 	}
+	st.escaped = true
 	p.cfg.Metrics.escape(req.target, st.escape)
 	p.escapes.add(req.target, st.escape)
 	r := &req.pass.Req

@@ -179,12 +179,8 @@ func (s *Store) ClusterGauges(fn func(ClusterGauge)) {
 	defer s.mu.Unlock()
 	for _, t := range s.targets {
 		for _, cl := range t.clusters {
-			g := ClusterGauge{Target: t.key, ClusterID: cl.id, RTT: cl.view.RTT, Reservations: len(cl.reservations),
-				RefusedBackends: cl.refused}
-			for _, r := range cl.reservations {
-				g.ReservedTokens = satAdd(g.ReservedTokens, r.tokens)
-			}
-			fn(g)
+			fn(ClusterGauge{Target: t.key, ClusterID: cl.id, RTT: cl.view.RTT, Reservations: len(cl.reservations),
+				ReservedTokens: cl.reservedTokens(), RefusedBackends: cl.refused})
 		}
 	}
 }

@@ -36,6 +36,16 @@ type ClusterView struct {
 	FullByRefusal bool
 }
 
+// reservedTokens sums the prompt tokens of the cluster's pending
+// reservations. The caller holds the writer lock.
+func (cl *cluster) reservedTokens() uint64 {
+	var n uint64
+	for _, r := range cl.reservations {
+		n = satAdd(n, r.tokens)
+	}
+	return n
+}
+
 // ClusterViews returns every cluster of every target. It takes the writer
 // lock for the walk, so it is for the routing page, not the request path.
 func (s *Store) ClusterViews() []ClusterView {
@@ -45,7 +55,8 @@ func (s *Store) ClusterViews() []ClusterView {
 	for _, t := range s.targets {
 		for _, cl := range t.clusters {
 			v := ClusterView{Target: t.key, ClusterID: cl.id, Backends: cl.view.ActiveBackends, RTT: cl.view.RTT,
-				UpdatedAt: cl.view.UpdatedAt, InputTPS: cl.base.Stats.LastMeanInputTPS, Reservations: len(cl.reservations)}
+				UpdatedAt: cl.view.UpdatedAt, InputTPS: cl.base.Stats.LastMeanInputTPS, Reservations: len(cl.reservations),
+				ReservedTokens: cl.reservedTokens()}
 			_, v.FullByRefusal = cl.fullFloor()
 			for _, m := range cl.backends {
 				if v.Region == "" {
@@ -56,9 +67,6 @@ func (s *Store) ClusterViews() []ClusterView {
 				v.QueuedInputTokens = satAdd(v.QueuedInputTokens, m.stats.QueuedInputSize)
 				v.KVUsedTokens = satAdd(v.KVUsedTokens, m.stats.KVCacheUsedTokens)
 				v.KVCapacityTokens = satAdd(v.KVCapacityTokens, m.stats.KVCacheCapacityTokens)
-			}
-			for _, r := range cl.reservations {
-				v.ReservedTokens = satAdd(v.ReservedTokens, r.tokens)
 			}
 			out = append(out, v)
 		}
