@@ -67,6 +67,9 @@ type chunkChoice struct {
 		FunctionCall     *functionCall   `json:"function_call"`
 		ToolCalls        []toolCallDelta `json:"tool_calls"`
 	} `json:"delta"`
+	// content holds Delta.Content's string when chunkScan decoded it,
+	// so a content piece costs no allocation of its own.
+	content string
 }
 
 type functionCall struct {
@@ -110,13 +113,17 @@ type ChatAggregator struct {
 	usage       json.RawMessage
 	choices     map[int]*choiceAcc
 	output      bool
+	// scratch is the decode target of every chunk chunkScan reads, its
+	// choices reused from chunk to chunk.
+	scratch chunk
 }
 
 // Add folds one event's data in. Unparseable data is an error (the
-// stream is corrupt), and so is an error event (*UpstreamError).
+// stream is corrupt), and so is an error event (*UpstreamError). data is
+// not kept: it may be reused once Add returns.
 func (a *ChatAggregator) Add(data []byte) error {
-	var c chunk
-	if err := json.Unmarshal(data, &c); err != nil {
+	c, err := a.decode(data)
+	if err != nil {
 		return err
 	}
 	if len(c.Error) > 0 && string(c.Error) != "null" {
@@ -136,6 +143,21 @@ func (a *ChatAggregator) Add(data []byte) error {
 		a.choice(ch.Index).add(ch)
 	}
 	return nil
+}
+
+// decode reads one chunk: by chunkScan, or by encoding/json for what
+// chunkScan refuses, which also says why data is not a chunk.
+func (a *ChatAggregator) decode(data []byte) (*chunk, error) {
+	a.scratch = chunk{Choices: a.scratch.Choices[:0]}
+	d := chunkScan{b: data, c: &a.scratch, header: !a.started}
+	if d.scan() {
+		return &a.scratch, nil
+	}
+	var c chunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 // Output reports whether any chunk added so far carried generated output,

@@ -235,6 +235,7 @@ func checkEventReader(t *testing.T, in []byte) {
 			t.Fatalf("%s: events\n%q\nwant\n%q", name, got, whole)
 		}
 	}
+	checkBuffered(t, in, lines)
 	got, err := readAll(t, io.MultiReader(bytes.NewReader(in), iotest.ErrReader(errCut)), lines)
 	if !errors.Is(err, errCut) {
 		t.Fatalf("broken body: ended with %v, want the read error", err)
@@ -385,6 +386,60 @@ func TestChatAggregatorOutput(t *testing.T) {
 		}
 		if agg.Output() != tc.want {
 			t.Errorf("%s: Output() = %v, want %v", tc.name, agg.Output(), tc.want)
+		}
+	}
+}
+
+// countingReader counts the reads that reach it.
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
+// checkBuffered: whenever Buffered says the next event is whole in the
+// buffer, Next returns an event without reading; and in a body read whole
+// at once every event but the last is reported buffered, so a relay
+// writes a read's events with one flush. A relay flushes when Buffered is
+// false, so a wrong true would hold events back until more arrive.
+func checkBuffered(t *testing.T, in []byte, lines int) {
+	t.Helper()
+	for name, src := range map[string]func() io.Reader{
+		"halves":   func() io.Reader { return iotest.HalfReader(bytes.NewReader(in)) },
+		"one byte": func() io.Reader { return iotest.OneByteReader(bytes.NewReader(in)) },
+	} {
+		cr := &countingReader{r: src()}
+		rd := NewEventReader(cr)
+		for range lines + 2 {
+			buffered := rd.Buffered()
+			before := cr.reads
+			ev, err := rd.Next()
+			if buffered && (err != nil || cr.reads != before) {
+				t.Fatalf("%s: Buffered said the next event was whole, but Next read (%d reads, err %v)", name, cr.reads-before, err)
+			}
+			if err != nil {
+				break
+			}
+			_ = ev
+		}
+		rd.Release()
+	}
+	want, _ := sseOracle(in)
+	if len(in) > 32<<10 {
+		return
+	}
+	rd := NewEventReader(bytes.NewReader(in))
+	defer rd.Release()
+	for k := range want {
+		if _, err := rd.Next(); err != nil {
+			t.Fatalf("event %d: %v", k, err)
+		}
+		if k < len(want)-1 && !rd.Buffered() {
+			t.Fatalf("event %d of %d: the rest of a body read whole not reported buffered", k, len(want))
 		}
 	}
 }

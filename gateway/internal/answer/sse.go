@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 )
 
 // MaxEventBytes caps one SSE event; the hub is trusted, but a runaway
@@ -34,16 +35,43 @@ func (e *Event) Done() bool { return bytes.Equal(e.Data, []byte("[DONE]")) }
 // EventReader splits an SSE body into events.
 type EventReader struct {
 	br *bufio.Reader
+	// ev, and the storage of its Raw and Data, are reused by every Next:
+	// a stream's events cost no allocation each.
+	ev    Event
+	spans []span
+	data  []byte
 }
 
-// NewEventReader reads events from r.
+// readers recycles the readers' 32 KiB buffers, which would otherwise be
+// allocated (and cleared) for every answer.
+var readers sync.Pool
+
+// NewEventReader reads events from r. Release gives its buffer back.
 func NewEventReader(r io.Reader) *EventReader {
-	return &EventReader{br: bufio.NewReaderSize(r, 32<<10)}
+	br, _ := readers.Get().(*bufio.Reader)
+	if br == nil {
+		br = bufio.NewReaderSize(r, 32<<10)
+	} else {
+		br.Reset(r)
+	}
+	return &EventReader{br: br}
+}
+
+// Release returns the reader's buffer for reuse; the reader and the last
+// event it returned must not be used after it.
+func (r *EventReader) Release() {
+	if r.br != nil {
+		r.br.Reset(nil)
+		readers.Put(r.br)
+		r.br = nil
+	}
 }
 
 // Next returns the next event. At the end of the body it returns io.EOF;
 // a final event without its blank line is still returned first. Comment
-// lines are kept in Raw (relayed) but carry no data.
+// lines are kept in Raw (relayed) but carry no data. The event, its Raw
+// and its Data are valid until the next call: a caller keeps a copy of
+// what it keeps.
 //
 // The data lines are kept as offsets into Raw, which holds a copy of
 // every line: the lines ReadSlice returns point into the reader's buffer,
@@ -51,8 +79,10 @@ func NewEventReader(r io.Reader) *EventReader {
 // later read (found by FuzzEventReader: a data line and its blank line
 // delivered apart came out as other bytes).
 func (r *EventReader) Next() (*Event, error) {
-	ev := &Event{}
-	var data []span
+	ev := &r.ev
+	*ev = Event{Raw: ev.Raw[:0]}
+	data := r.spans[:0]
+	defer func() { r.spans = data[:0] }()
 	for {
 		line, err := r.br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -77,7 +107,7 @@ func (r *EventReader) Next() (*Event, error) {
 			switch {
 			case len(content) == 0:
 				if start > 0 || len(data) > 0 {
-					ev.Data = joinData(ev.Raw, data)
+					ev.Data = r.joinData(ev.Raw, data)
 					return ev, nil
 				}
 				ev.Raw = ev.Raw[:0] // stray blank line between events
@@ -92,7 +122,7 @@ func (r *EventReader) Next() (*Event, error) {
 		}
 		if err != nil {
 			if len(ev.Raw) > 0 && errors.Is(err, io.EOF) {
-				ev.Data = joinData(ev.Raw, data)
+				ev.Data = r.joinData(ev.Raw, data)
 				return ev, nil
 			}
 			return nil, err
@@ -100,20 +130,47 @@ func (r *EventReader) Next() (*Event, error) {
 	}
 }
 
+// Buffered reports whether the next event is already whole in the
+// reader's buffer, so that Next returns it without reading. A writer
+// relaying events flushes when it is false: everything that has arrived
+// is then written, and nothing waits for bytes that have not.
+func (r *EventReader) Buffered() bool {
+	b, _ := r.br.Peek(r.br.Buffered())
+	started := false
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return false
+		}
+		if len(bytes.TrimRight(b[:i], "\r")) == 0 {
+			if started {
+				return true
+			}
+		} else {
+			started = true
+		}
+		b = b[i+1:]
+	}
+}
+
 // span is a data line's value as offsets into an event's Raw.
 type span struct{ start, end int }
 
 // joinData joins the data values at spans of raw with '\n'.
-func joinData(raw []byte, spans []span) []byte {
-	if len(spans) == 1 {
+func (r *EventReader) joinData(raw []byte, spans []span) []byte {
+	switch len(spans) {
+	case 0:
+		return nil
+	case 1:
 		return raw[spans[0].start:spans[0].end:spans[0].end]
 	}
-	var out []byte
+	out := r.data[:0]
 	for i, s := range spans {
 		if i > 0 {
 			out = append(out, '\n')
 		}
 		out = append(out, raw[s.start:s.end]...)
 	}
-	return out
+	r.data = out
+	return out[:len(out):len(out)]
 }

@@ -119,55 +119,78 @@ type EventInfo struct {
 	Seq int64
 }
 
+// eventFields are the members of an event Inspect reads.
+type eventFields struct {
+	Type     string          `json:"type"`
+	Usage    json.RawMessage `json:"usage"`
+	Response *struct {
+		Usage json.RawMessage `json:"usage"`
+	} `json:"response"`
+	Choices []struct {
+		Text  string `json:"text"`
+		Delta struct {
+			Content          string          `json:"content"`
+			ReasoningContent string          `json:"reasoning_content"`
+			ToolCalls        json.RawMessage `json:"tool_calls"`
+		} `json:"delta"`
+	} `json:"choices"`
+	Delta string          `json:"delta"`
+	Error json.RawMessage `json:"error"`
+	// Seq stays raw so that an odd value costs only itself, not the
+	// rest of what the event tells.
+	Seq json.RawMessage `json:"sequence_number"`
+}
+
 // Inspect reads one event's data. It tolerates anything: an event it
-// cannot parse tells it nothing.
+// cannot parse tells it nothing. The common events are read by
+// inspectScan, the rest by encoding/json, with the same result.
 func Inspect(data []byte) EventInfo {
-	var ev struct {
-		Type     string          `json:"type"`
-		Usage    json.RawMessage `json:"usage"`
-		Response *struct {
-			Usage json.RawMessage `json:"usage"`
-		} `json:"response"`
-		Choices []struct {
-			Text  string `json:"text"`
-			Delta struct {
-				Content          string          `json:"content"`
-				ReasoningContent string          `json:"reasoning_content"`
-				ToolCalls        json.RawMessage `json:"tool_calls"`
-			} `json:"delta"`
-		} `json:"choices"`
-		Delta string          `json:"delta"`
-		Error json.RawMessage `json:"error"`
-		// Seq stays raw so that an odd value costs only itself, not the
-		// rest of what the event tells.
-		Seq json.RawMessage `json:"sequence_number"`
-	}
-	var info EventInfo
-	if json.Unmarshal(data, &ev) != nil {
+	if info, ok := inspectScan(data); ok {
 		return info
 	}
-	info.Seq, _ = strconv.ParseInt(string(ev.Seq), 10, 64)
-	info.Error = ev.Type == "error" || len(ev.Error) > 0 && string(ev.Error) != "null"
-	if u, ok := ParseUsage(ev.Usage); ok {
-		info.Usage = &u
-		info.UsageOnly = len(ev.Choices) == 0 && ev.Type == ""
+	return inspectJSON(data)
+}
+
+// inspectJSON is Inspect by encoding/json.
+func inspectJSON(data []byte) EventInfo {
+	var ev eventFields
+	if json.Unmarshal(data, &ev) != nil {
+		return EventInfo{}
 	}
-	switch ev.Type {
-	case "response.completed", "response.failed", "response.incomplete":
-		info.Terminal = true
-		if ev.Response != nil {
-			if u, ok := ParseUsage(ev.Response.Usage); ok {
-				info.Usage = &u
-			}
-		}
-	case "response.output_text.delta":
-		info.Output = ev.Delta != ""
-	}
+	output := false
 	for _, c := range ev.Choices {
 		if c.Text != "" || c.Delta.Content != "" || c.Delta.ReasoningContent != "" || len(c.Delta.ToolCalls) > 0 {
-			info.Output = true
+			output = true
 		}
 	}
+	var respUsage json.RawMessage
+	if ev.Response != nil {
+		respUsage = ev.Response.Usage
+	}
+	return eventInfo(ev.Type, ev.Usage, respUsage, ev.Delta, ev.Error, ev.Seq, len(ev.Choices), output)
+}
+
+// eventInfo is what an event's members tell: its type, usage, the usage
+// of its response, its top-level delta, error and sequence number, how
+// many choices it has and whether one carries output.
+func eventInfo(typ string, usage, respUsage json.RawMessage, delta string, errv, seq json.RawMessage, choices int, output bool) EventInfo {
+	var info EventInfo
+	info.Seq, _ = strconv.ParseInt(string(seq), 10, 64)
+	info.Error = typ == "error" || len(errv) > 0 && string(errv) != "null"
+	if u, ok := ParseUsage(usage); ok {
+		info.Usage = &u
+		info.UsageOnly = choices == 0 && typ == ""
+	}
+	switch typ {
+	case "response.completed", "response.failed", "response.incomplete":
+		info.Terminal = true
+		if u, ok := ParseUsage(respUsage); ok {
+			info.Usage = &u
+		}
+	case "response.output_text.delta":
+		info.Output = delta != ""
+	}
+	info.Output = info.Output || output
 	return info
 }
 

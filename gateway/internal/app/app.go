@@ -16,6 +16,7 @@ import (
 	"github.com/stargate-router/stargate/gateway/internal/lastcluster"
 	"github.com/stargate-router/stargate/gateway/internal/metrics"
 	"github.com/stargate-router/stargate/gateway/internal/olricnode"
+	"github.com/stargate-router/stargate/gateway/internal/ratelimit"
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/obs"
 	"github.com/stargate-router/stargate/pkg/openai"
@@ -47,6 +48,9 @@ type Gateway struct {
 type parts struct {
 	node    *olricnode.Node
 	tracker *lastcluster.Tracker
+	// synced is the local rate-limit mode's state, nil in the exact mode
+	// or without Olric.
+	synced *ratelimit.Synced
 }
 
 // New registers the metrics and opens both listeners, so a bad address
@@ -138,7 +142,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 		cfg := g.cfg
 		g.log.Info("ready", "olric", cfg.Olric.Enabled, "last_cluster", cfg.LastCluster.Enabled, "rate_limit", cfg.RateLimit.Enabled)
 		if p.node != nil {
-			wg.Go(func() { watchMembers(ctx, p.node, g.m) })
+			wg.Go(func() { watchMembers(ctx, p.node, g.m, p.synced) })
+		}
+		if p.synced != nil {
+			// Its last round runs when ctx ends, before stop leaves Olric.
+			wg.Go(func() { p.synced.Run(ctx) })
 		}
 	})
 	err := serve.Run(ctx, g.log, g.cfg.Drain, func() { g.ready.Set(false) },

@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 
+	"github.com/stargate-router/stargate/gateway/internal/config"
 	"github.com/stargate-router/stargate/gateway/internal/lastcluster"
 	"github.com/stargate-router/stargate/gateway/internal/metrics"
 	"github.com/stargate-router/stargate/gateway/internal/olricnode"
@@ -35,11 +36,23 @@ func (g *Gateway) start(ctx context.Context, p *parts) error {
 	// The global provider: the OTLP exporter main installed with
 	// --otel-endpoint, otherwise a no-op.
 	tp := otel.GetTracerProvider()
-	p.tracker = lastcluster.New(lastcluster.Config{Enabled: lc.Enabled && store != nil, TTL: lc.TTL,
-		LookupTimeout: lc.LookupTimeout, WriteTimeout: lc.WriteTimeout}, store, g.m, tp, g.log, g.clk)
+	tc := lastcluster.Config{Enabled: lc.Enabled && store != nil, TTL: lc.TTL, LookupTimeout: lc.LookupTimeout, WriteTimeout: lc.WriteTimeout}
+	if p.node != nil {
+		// Without Olric the store is an in-process LRU already.
+		tc.LocalTTL, tc.LocalMaxEntries = lc.LocalTTL, lc.LocalMaxEntries
+	}
+	p.tracker = lastcluster.New(tc, store, g.m, tp, g.log, g.clk)
 	var limiter *ratelimit.Limiter
-	if g.cfg.RateLimit.Enabled {
-		limiter = ratelimit.New(counter, ratelimit.Config{FailOpen: g.cfg.RateLimit.FailOpen, StoreTimeout: g.cfg.RateLimit.StoreTimeout}, g.clk, g.m, g.log)
+	if rl := g.cfg.RateLimit; rl.Enabled {
+		lcfg := ratelimit.Config{FailOpen: rl.FailOpen, StoreTimeout: rl.StoreTimeout}
+		if p.node != nil && rl.Mode == config.RateLimitLocal {
+			p.synced = ratelimit.NewSynced(counter, ratelimit.SyncConfig{Interval: rl.SyncInterval, StoreTimeout: rl.StoreTimeout}, g.clk, g.m)
+			if n, err := p.node.Members(ctx); err == nil {
+				p.synced.SetReplicas(n)
+			}
+			lcfg.Synced = p.synced
+		}
+		limiter = ratelimit.New(counter, lcfg, g.clk, g.m, g.log)
 	}
 	cfg := g.cfg
 	var h http.Handler = server.New(server.Deps{
@@ -88,17 +101,21 @@ func (g *Gateway) openStores(ctx context.Context, p *parts) (lastcluster.Store, 
 	return lastcluster.Olric{DM: lc}, ratelimit.Olric{DM: rl}, nil
 }
 
-// watchMembers keeps the Olric member gauge current and, when membership
+// watchMembers keeps the Olric member gauge current, and the local rate
+// limiter's replica count (synced may be nil) and, when membership
 // changes, refreshes the cluster client's partition owners at once rather
 // than at its next periodic fetch: until then rate-limit adds may run on a
 // former owner, where they are not atomic.
-func watchMembers(ctx context.Context, node *olricnode.Node, m *metrics.Metrics) {
+func watchMembers(ctx context.Context, node *olricnode.Node, m *metrics.Metrics, synced *ratelimit.Synced) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	last := -1
 	for {
 		if n, err := node.Members(ctx); err == nil {
 			m.OlricMembers.Set(float64(n))
+			if synced != nil {
+				synced.SetReplicas(n)
+			}
 			if last >= 0 && n != last {
 				_ = node.RefreshRouting(ctx)
 			}

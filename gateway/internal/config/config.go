@@ -127,6 +127,13 @@ type LastCluster struct {
 	// WriteTimeout bounds the asynchronous write after 2xx headers, so a
 	// slow store cannot pile up writes or hold shutdown.
 	WriteTimeout time.Duration
+	// LocalTTL is how long the cache in front of Olric answers a session's
+	// lookups from this replica and suppresses rewrites of an unchanged
+	// cluster; it bounds how stale a hint can be when a session's turns
+	// move between gateways. 0 asks Olric on every lookup and writes on
+	// every 2xx. Unused without Olric (the in-process store is local
+	// already).
+	LocalTTL time.Duration
 }
 
 // Olric is the embedded node's configuration: whether the node runs, the
@@ -153,7 +160,31 @@ type RateLimit struct {
 	StoreTimeout time.Duration
 	// DefaultMaxOutputTokens is reserved when a request names no maximum.
 	DefaultMaxOutputTokens int64
+	// Mode is RateLimitExact (an Olric round trip per counter per
+	// request, the default: replicas together never pass a limit) or
+	// RateLimitLocal (admit from this replica's state, reconciled with
+	// Olric every SyncInterval, over a limit by a bounded excess). Without
+	// Olric the counters are in process and exact either way.
+	Mode string
+	// SyncInterval is the local mode's reconciliation period; with the
+	// rounds' own duration it bounds over-admission
+	// (docs/gateway.md#rate-limit-modes).
+	SyncInterval time.Duration
 }
+
+// The rate-limit modes (--rate-limit-mode).
+const (
+	RateLimitLocal = "local"
+	RateLimitExact = "exact"
+)
+
+// The bounds of --rate-limit-sync-interval: rounds faster than 10 ms cost
+// more than the round trips they save, and past 5 s a twelfth of a window
+// could pass on stale totals.
+const (
+	MinRateLimitSyncInterval = 10 * time.Millisecond
+	MaxRateLimitSyncInterval = 5 * time.Second
+)
 
 // APIKey is one accepted client key. Key is secret and never logged;
 // Principal names the caller in rate-limit keys and logs.
@@ -249,8 +280,9 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	fs.Bool(&c.LastCluster.Enabled, "last-cluster-enabled", "STARGATE_LAST_CLUSTER_ENABLED", false, "remember each eligible session's serving cluster and hint it to the hub")
 	fs.Duration(&c.LastCluster.TTL, "last-cluster-ttl", "STARGATE_LAST_CLUSTER_TTL", 10*time.Minute, "how long a remembered cluster lives after the last 2xx")
 	fs.Duration(&c.LastCluster.LookupTimeout, "last-cluster-lookup-timeout", "STARGATE_LAST_CLUSTER_LOOKUP_TIMEOUT", 20*time.Millisecond, "hard deadline of the lookup on the request path")
-	fs.Int(&c.LastCluster.LocalMaxEntries, "last-cluster-local-max-entries", "STARGATE_LAST_CLUSTER_LOCAL_MAX_ENTRIES", 100000, "capacity of the in-process LRU used when Olric is off")
+	fs.Int(&c.LastCluster.LocalMaxEntries, "last-cluster-local-max-entries", "STARGATE_LAST_CLUSTER_LOCAL_MAX_ENTRIES", 100000, "capacity of the in-process LRU: the store when Olric is off, the cache in front of it otherwise")
 	fs.Duration(&c.LastCluster.WriteTimeout, "last-cluster-write-timeout", "STARGATE_LAST_CLUSTER_WRITE_TIMEOUT", time.Second, "bound on the asynchronous write after 2xx headers")
+	fs.Duration(&c.LastCluster.LocalTTL, "last-cluster-local-ttl", "STARGATE_LAST_CLUSTER_LOCAL_TTL", 5*time.Second, "with Olric, how long this replica answers a session's lookups from its own cache (of --last-cluster-local-max-entries entries) and skips rewriting an unchanged cluster: the most a hint can lag a turn served on another gateway; 0 = ask Olric every time, below --last-cluster-ttl")
 
 	fs.Bool(&c.Olric.Enabled, "olric-enabled", "OLRIC_ENABLED", false, "start the embedded Olric node shared by the rate limiter and the last-cluster store")
 	fs.String(&c.Olric.Env, "olric-env", "OLRIC_ENV", "local", "memberlist timing profile: local, lan or wan")
@@ -284,6 +316,8 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	fs.Bool(&c.RateLimit.FailOpen, "rate-limit-fail-open", "RATE_LIMIT_FAIL_OPEN", true, "admit requests when the shared store fails (false: answer 503)")
 	fs.Duration(&c.RateLimit.StoreTimeout, "rate-limit-store-timeout", "RATE_LIMIT_STORE_TIMEOUT", 50*time.Millisecond, "bound on each rate-limit store call")
 	fs.Int64(&c.RateLimit.DefaultMaxOutputTokens, "rate-limit-default-max-output-tokens", "RATE_LIMIT_DEFAULT_MAX_OUTPUT_TOKENS", 1, "output tokens reserved when a request sets no maximum")
+	fs.String(&c.RateLimit.Mode, "rate-limit-mode", "RATE_LIMIT_MODE", RateLimitExact, "with Olric: exact sends every count to Olric (replicas together never pass a limit; a round trip per request); local admits from this replica's counts, pushed to and pulled from Olric every --rate-limit-sync-interval (no round trip per request; a bounded excess over a limit)")
+	fs.Duration(&c.RateLimit.SyncInterval, "rate-limit-sync-interval", "RATE_LIMIT_SYNC_INTERVAL", 100*time.Millisecond, "how often the local mode reconciles its counts with Olric (10ms..5s); over-admission grows with it")
 
 	fs.String(&c.Tracing.Endpoint, "otel-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP/HTTP collector base URL for spans (POSTs to <url>/v1/traces); empty: no export, trace context still propagates to the hub")
 	fs.Float64(&c.Tracing.SampleRatio, "otel-sample-ratio", "GATEWAY_OTEL_SAMPLE_RATIO", 1, "share of new traces sampled, 0..1 (0 means 1; a sampled caller's trace is always continued)")
@@ -380,12 +414,23 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	if lc.WriteTimeout <= 0 {
 		errs = append(errs, errors.New("--last-cluster-write-timeout (STARGATE_LAST_CLUSTER_WRITE_TIMEOUT) must be > 0"))
 	}
+	if lc.LocalTTL < 0 || lc.LocalTTL >= lc.TTL {
+		errs = append(errs, errors.New("--last-cluster-local-ttl (STARGATE_LAST_CLUSTER_LOCAL_TTL) must be >= 0 (0 = no cache) and below --last-cluster-ttl (STARGATE_LAST_CLUSTER_TTL)"))
+	}
 	errs = append(errs, c.Olric.validate(peers)...)
 	if c.RateLimit.StoreTimeout <= 0 {
 		errs = append(errs, errors.New("--rate-limit-store-timeout (RATE_LIMIT_STORE_TIMEOUT) must be > 0"))
 	}
 	if c.RateLimit.DefaultMaxOutputTokens < 0 {
 		errs = append(errs, errors.New("--rate-limit-default-max-output-tokens (RATE_LIMIT_DEFAULT_MAX_OUTPUT_TOKENS) must be >= 0"))
+	}
+	switch c.RateLimit.Mode {
+	case RateLimitLocal, RateLimitExact:
+	default:
+		errs = append(errs, fmt.Errorf("--rate-limit-mode (RATE_LIMIT_MODE) %q: want local or exact", c.RateLimit.Mode))
+	}
+	if si := c.RateLimit.SyncInterval; si < MinRateLimitSyncInterval || si > MaxRateLimitSyncInterval {
+		errs = append(errs, fmt.Errorf("--rate-limit-sync-interval (RATE_LIMIT_SYNC_INTERVAL) %v: must be from %v to %v", si, MinRateLimitSyncInterval, MaxRateLimitSyncInterval))
 	}
 	// Validated one field at a time so both errors are reported, each
 	// with its environment variable.

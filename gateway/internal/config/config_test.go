@@ -28,6 +28,9 @@ func TestDefaultsAndEnv(t *testing.T) {
 	if !c.PromptPrefix {
 		t.Fatal("--prompt-prefix-enabled is off by default")
 	}
+	if c.RateLimit.Mode != RateLimitExact || c.RateLimit.SyncInterval != 100*time.Millisecond || c.LastCluster.LocalTTL != 5*time.Second {
+		t.Fatalf("rate-limit mode defaults %+v, local TTL %v", c.RateLimit, c.LastCluster.LocalTTL)
+	}
 	if strings.Join(c.Olric.Peers, ",") != "a:1,b:2" || c.Models.For("m").RequestSLOMs != 100 || c.Models.For("x").TokensPerMinute != 0 {
 		t.Fatalf("peers %v models %v", c.Olric.Peers, c.Models)
 	}
@@ -63,6 +66,11 @@ func TestErrorsNameTheField(t *testing.T) {
 		{[]string{"--insecure-no-auth", "--read-stall-timeout", "0s"}, nil, "--read-stall-timeout must be > 0"},
 		{[]string{"--insecure-no-auth"}, map[string]string{"GATEWAY_IDLE_TIMEOUT": "0s"}, "--idle-timeout must be > 0"},
 		{[]string{"--insecure-no-auth"}, map[string]string{"GATEWAY_PROMPT_PREFIX_ENABLED": "maybe"}, "GATEWAY_PROMPT_PREFIX_ENABLED"},
+		{[]string{"--insecure-no-auth"}, map[string]string{"RATE_LIMIT_MODE": "eventual"}, `--rate-limit-mode (RATE_LIMIT_MODE) "eventual": want local or exact`},
+		{[]string{"--insecure-no-auth", "--rate-limit-sync-interval", "5ms"}, nil, "--rate-limit-sync-interval (RATE_LIMIT_SYNC_INTERVAL) 5ms: must be from 10ms to 5s"},
+		{[]string{"--insecure-no-auth"}, map[string]string{"RATE_LIMIT_SYNC_INTERVAL": "6s"}, "RATE_LIMIT_SYNC_INTERVAL"},
+		{[]string{"--insecure-no-auth"}, map[string]string{"STARGATE_LAST_CLUSTER_LOCAL_TTL": "-1s"}, "--last-cluster-local-ttl (STARGATE_LAST_CLUSTER_LOCAL_TTL) must be >= 0"},
+		{[]string{"--insecure-no-auth", "--last-cluster-ttl", "1m", "--last-cluster-local-ttl", "1m"}, nil, "below --last-cluster-ttl"},
 	} {
 		_, err := Load(tc.args, env(tc.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -169,5 +177,15 @@ func TestHubURLList(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v %v: err %v, want it to contain %q", tc.args, tc.env, err, tc.want)
 		}
+	}
+}
+
+// TestLocalModesConfigurable: the local mode, the sync interval and a
+// disabled last-cluster cache are reachable by flag and environment.
+func TestLocalModesConfigurable(t *testing.T) {
+	c, err := Load([]string{"--insecure-no-auth", "--rate-limit-mode", "local", "--last-cluster-local-ttl", "0s"},
+		env(map[string]string{"RATE_LIMIT_SYNC_INTERVAL": "250ms"}), io.Discard)
+	if err != nil || c.RateLimit.Mode != RateLimitLocal || c.RateLimit.SyncInterval != 250*time.Millisecond || c.LastCluster.LocalTTL != 0 {
+		t.Fatalf("%v %+v %+v", err, c.RateLimit, c.LastCluster)
 	}
 }

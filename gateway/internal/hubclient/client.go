@@ -9,14 +9,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/stargate-router/stargate/pkg/cli"
 	"github.com/stargate-router/stargate/pkg/headers"
 )
 
 // New returns a client for the one hub base (scheme and host only),
 // dialed by its host name and never resolved by the pool: the single-hub
 // client of tests and benchmarks (NewPool is production's). tokenFile,
-// when set, is read on every request so a rotated token applies at once.
+// when set, is read again whenever it changed (checked on every request),
+// so a rotated token applies at once.
 func New(base *url.URL, connectTimeout time.Duration, tokenFile string) *Client {
 	return newStatic(base, newTransport("", connectTimeout), tokenFile)
 }
@@ -61,49 +61,83 @@ type Outbound struct {
 	Stream bool
 }
 
-// Header builds the outbound header set from o alone.
+// The outbound header names in the form net/http keeps them, computed
+// once: Header.Set would canonicalize (and allocate) each name again on
+// every request.
+var (
+	hContentType      = http.CanonicalHeaderKey("Content-Type")
+	hAccept           = http.CanonicalHeaderKey("Accept")
+	hAuthorization    = http.CanonicalHeaderKey("Authorization")
+	hRequestID        = http.CanonicalHeaderKey(headers.RequestID)
+	hModel            = http.CanonicalHeaderKey(headers.Model)
+	hRoutingKey       = http.CanonicalHeaderKey(headers.RoutingKey)
+	hRoutingMethod    = http.CanonicalHeaderKey(headers.RoutingMethod)
+	hAffinityKey      = http.CanonicalHeaderKey(headers.CacheAffinityKey)
+	hInputTokens      = http.CanonicalHeaderKey(headers.InputTokens)
+	hTokenEstimate    = http.CanonicalHeaderKey(headers.TokenEstimate)
+	hRequestSLOMs     = http.CanonicalHeaderKey(headers.RequestSLOMs)
+	hMaxWaitMs        = http.CanonicalHeaderKey(headers.MaxWaitMs)
+	hLastCluster      = http.CanonicalHeaderKey(headers.StargateLastClusterID)
+	hPromptPrefix     = http.CanonicalHeaderKey(headers.StargatePromptPrefix)
+	hDeadlineMs       = http.CanonicalHeaderKey(headers.StargateDeadlineMs)
+	hStargateMaxWait  = http.CanonicalHeaderKey(headers.StargateMaxWaitMs)
+	hOutputTokens     = http.CanonicalHeaderKey(headers.OutputTokens)
+	mediaJSON         = "application/json"
+	mediaEventStream  = "text/event-stream"
+	outboundHeaderCap = 18
+)
+
+// Header builds the outbound header set from o alone. Its values share
+// one backing array, each capped at its own length so that adding a
+// value to one name cannot touch another's.
 func (o *Outbound) Header() http.Header {
-	h := make(http.Header, 15)
-	h.Set("Content-Type", "application/json")
-	if o.Stream {
-		h.Set("Accept", "text/event-stream")
-	} else {
-		h.Set("Accept", "application/json")
+	h := make(http.Header, outboundHeaderCap)
+	vals := make([]string, 0, outboundHeaderCap)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		n := len(vals)
+		h[k] = vals[n-1 : n : n]
 	}
-	h.Set(headers.RequestID, o.RequestID)
-	h.Set(headers.Model, o.Model)
+	set(hContentType, mediaJSON)
+	if o.Stream {
+		set(hAccept, mediaEventStream)
+	} else {
+		set(hAccept, mediaJSON)
+	}
+	set(hRequestID, o.RequestID)
+	set(hModel, o.Model)
 	if o.RoutingKey != "" {
-		h.Set(headers.RoutingKey, o.RoutingKey)
+		set(hRoutingKey, o.RoutingKey)
 	}
 	if o.RoutingMethod != "" {
-		h.Set(headers.RoutingMethod, o.RoutingMethod)
+		set(hRoutingMethod, o.RoutingMethod)
 	}
 	if o.AffinityKey != "" {
-		h.Set(headers.CacheAffinityKey, o.AffinityKey)
+		set(hAffinityKey, o.AffinityKey)
 	}
 	// The hub requires x-input-tokens, even when the estimate is 0.
-	h.Set(headers.InputTokens, strconv.FormatInt(o.InputTokens, 10))
-	h.Set(headers.TokenEstimate, strconv.FormatInt(o.TokenEstimate, 10))
+	set(hInputTokens, strconv.FormatInt(o.InputTokens, 10))
+	set(hTokenEstimate, strconv.FormatInt(o.TokenEstimate, 10))
 	if o.RequestSLOMs > 0 {
-		h.Set(headers.RequestSLOMs, headers.FormatUint(o.RequestSLOMs))
+		set(hRequestSLOMs, headers.FormatUint(o.RequestSLOMs))
 	}
 	if o.MaxWaitMs > 0 {
-		h.Set(headers.MaxWaitMs, headers.FormatUint(o.MaxWaitMs))
+		set(hMaxWaitMs, headers.FormatUint(o.MaxWaitMs))
 	}
 	if o.LastCluster != "" {
-		h.Set(headers.StargateLastClusterID, o.LastCluster)
+		set(hLastCluster, o.LastCluster)
 	}
 	if o.PromptPrefix != "" {
-		h.Set(headers.StargatePromptPrefix, o.PromptPrefix)
+		set(hPromptPrefix, o.PromptPrefix)
 	}
 	if o.DeadlineMs > 0 {
-		h.Set(headers.StargateDeadlineMs, headers.FormatUint(o.DeadlineMs))
+		set(hDeadlineMs, headers.FormatUint(o.DeadlineMs))
 	}
 	if o.RetryBudgetMs > 0 {
-		h.Set(headers.StargateMaxWaitMs, headers.FormatUint(o.RetryBudgetMs))
+		set(hStargateMaxWait, headers.FormatUint(o.RetryBudgetMs))
 	}
 	if o.OutputTokens != "" {
-		h.Set(headers.OutputTokens, o.OutputTokens)
+		set(hOutputTokens, o.OutputTokens)
 	}
 	return h
 }
@@ -117,8 +151,8 @@ func (e *ErrToken) Error() string { return "reading --hub-token-file: " + e.Err.
 func (e *ErrToken) Unwrap() error { return e.Err }
 
 // newRequest returns the request for path on base with header h and
-// body, carrying the gateway's token from tokenFile when set.
-func newRequest(ctx context.Context, base *url.URL, tokenFile, method, path string, h http.Header, body []byte) (*http.Request, error) {
+// body, carrying the gateway's token from tok when set.
+func newRequest(ctx context.Context, base *url.URL, tok *tokenFile, method, path string, h http.Header, body []byte) (*http.Request, error) {
 	u := *base
 	u.Path = path
 	var req *http.Request
@@ -132,12 +166,12 @@ func newRequest(ctx context.Context, base *url.URL, tokenFile, method, path stri
 		return nil, fmt.Errorf("building hub request: %w", err)
 	}
 	req.Header = h
-	if tokenFile != "" {
-		tok, err := cli.ReadSecretFile(tokenFile)
+	if tok != nil {
+		v, err := tok.bearer()
 		if err != nil {
 			return nil, &ErrToken{Err: err}
 		}
-		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header[hAuthorization] = []string{v}
 	}
 	return req, nil
 }

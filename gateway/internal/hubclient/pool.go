@@ -64,7 +64,8 @@ type Config struct {
 	URLs []*url.URL
 	// ConnectTimeout bounds a dial, and a host name lookup.
 	ConnectTimeout time.Duration
-	// TokenFile, when set, is read on every request (see New).
+	// TokenFile, when set, holds the hub token; it is read again as soon
+	// as it changes (see New).
 	TokenFile string
 	// ResolveInterval is how often Run resolves the host names again;
 	// zero means DefaultResolveInterval.
@@ -123,6 +124,9 @@ type Client struct {
 	// resolved.
 	static bool
 
+	// token is the hub token file, nil without one.
+	token *tokenFile
+
 	mu   sync.Mutex
 	hubs []*Hub // sorted by addr
 	rnd  *rand.Rand
@@ -151,7 +155,11 @@ func NewPool(cfg Config) *Client {
 		cfg.Transport = func(addr string) http.RoundTripper { return newTransport(addr, ct) }
 	}
 	cfg.URLs = slices.Clone(cfg.URLs)
-	return &Client{cfg: cfg, log: cfg.Log, clk: cfg.Clock, rnd: cfg.Rand}
+	c := &Client{cfg: cfg, log: cfg.Log, clk: cfg.Clock, rnd: cfg.Rand}
+	if cfg.TokenFile != "" {
+		c.token = &tokenFile{path: cfg.TokenFile, clk: cfg.Clock}
+	}
+	return c
 }
 
 // newStatic is a Client with the one hub base, dialed by its own host
@@ -270,7 +278,7 @@ func (c *Client) nthUp(n int, tried []*Hub, now time.Time) *Hub {
 // NewRequest returns the request for path with header h and body,
 // addressed to hub.
 func (c *Client) NewRequest(ctx context.Context, hub *Hub, method, path string, h http.Header, body []byte) (*http.Request, error) {
-	return newRequest(ctx, hub.base, c.cfg.TokenFile, method, path, h, body)
+	return newRequest(ctx, hub.base, c.token, method, path, h, body)
 }
 
 // Do sends req to hub. An exchange counts as in flight on hub until the

@@ -2,8 +2,10 @@ package lastcluster
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,5 +154,136 @@ func TestOlricSharedAcrossNodesAndNodeLoss(t *testing.T) {
 				t.Fatalf("lookup took %v after node loss", d)
 			}
 		}
+	}
+}
+
+// mapStore is a shared store that counts its calls and can fail writes.
+type mapStore struct {
+	mu         sync.Mutex
+	m          map[string]string
+	gets, sets int
+	failSets   bool
+}
+
+func (s *mapStore) Get(_ context.Context, key string) (string, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gets++
+	v, ok := s.m[key]
+	return v, ok, nil
+}
+
+func (s *mapStore) Set(_ context.Context, key, value string, _ time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sets++
+	if s.failSets {
+		return errors.New("down")
+	}
+	s.m[key] = value
+	return nil
+}
+
+func (s *mapStore) calls() (gets, sets int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gets, s.sets
+}
+
+func newCachedTracker(store Store, clk clock.Clock) (*Tracker, *metrics.Metrics) {
+	m := metrics.New(prometheus.NewRegistry())
+	return New(Config{Enabled: true, TTL: time.Minute, LookupTimeout: time.Second, WriteTimeout: time.Second, LocalTTL: 5 * time.Second, LocalMaxEntries: 10},
+		store, m, nil, slog.New(slog.DiscardHandler), clk), m
+}
+
+var sessionTarget = Target{Model: "m", Session: session.Session{ID: "s", Source: session.SourceHeader, AffinityKey: "mt:v1:session:s"}}
+
+// TestLocalCache: a cluster this replica wrote answers its lookups without
+// the store, an unchanged cluster is not rewritten within the cache TTL, a
+// changed one is, and past the TTL both go to the store again (so the
+// store's entry is renewed while the session is served here).
+func TestLocalCache(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	store := &mapStore{m: map[string]string{}}
+	tr, m := newCachedTracker(store, clk)
+	ctx := context.Background()
+	tr.Remember(ctx, sessionTarget, "c1", true)
+	tr.Wait(ctx)
+	if v := tr.Lookup(ctx, sessionTarget); v != "c1" {
+		t.Fatalf("lookup = %q", v)
+	}
+	tr.Remember(ctx, sessionTarget, "c1", true) // unchanged: suppressed
+	tr.Wait(ctx)
+	if gets, sets := store.calls(); gets != 0 || sets != 1 {
+		t.Fatalf("store saw %d gets and %d sets, want 0 and 1", gets, sets)
+	}
+	tr.Remember(ctx, sessionTarget, "c2", true) // changed: written
+	tr.Wait(ctx)
+	if _, sets := store.calls(); sets != 2 || store.m[Key("", "m", "mt:v1:session:s")] != "c2" {
+		t.Fatalf("changed cluster not written: %d sets", sets)
+	}
+	clk.Advance(5 * time.Second)
+	if v := tr.Lookup(ctx, sessionTarget); v != "c2" {
+		t.Fatalf("lookup after the TTL = %q", v)
+	}
+	tr.Remember(ctx, sessionTarget, "c2", true) // read, not written, here: written
+	tr.Wait(ctx)
+	if gets, sets := store.calls(); gets != 1 || sets != 3 {
+		t.Fatalf("after the TTL the store saw %d gets and %d sets, want 1 and 3", gets, sets)
+	}
+	for op, want := range map[[2]string]float64{{"lookup", "hit"}: 1, {"lookup", "miss"}: 1, {"write", "stored"}: 3, {"write", "suppressed"}: 1} {
+		if got := testutil.ToFloat64(m.LastClusterCache.WithLabelValues(op[0], op[1])); got != want {
+			t.Errorf("cache{%s,%s} = %v, want %v", op[0], op[1], got, want)
+		}
+	}
+	if got := testutil.ToFloat64(m.LastClusterLookup.WithLabelValues("hit")); got != 2 {
+		t.Errorf("lookups{hit} = %v, want 2 (local and store hits alike)", got)
+	}
+}
+
+// TestLocalCacheStalenessAcrossGateways: a session served on gateway A
+// moves to gateway B, which serves it elsewhere; A's hint for it is the
+// old cluster for at most the cache TTL after A last read or wrote it,
+// then the new one. Hits never renew the entry, so a session that keeps
+// coming back to A still sees B's write in time.
+func TestLocalCacheStalenessAcrossGateways(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	store := &mapStore{m: map[string]string{}}
+	a, _ := newCachedTracker(store, clk)
+	b, _ := newCachedTracker(store, clk)
+	ctx := context.Background()
+	a.Remember(ctx, sessionTarget, "c1", true)
+	a.Wait(ctx)
+	if v := b.Lookup(ctx, sessionTarget); v != "c1" {
+		t.Fatalf("B reads %q", v)
+	}
+	b.Remember(ctx, sessionTarget, "c2", true)
+	b.Wait(ctx)
+	for range 4 {
+		clk.Advance(time.Second)
+		if v := a.Lookup(ctx, sessionTarget); v != "c1" {
+			t.Fatalf("A within its TTL: %q", v)
+		}
+	}
+	clk.Advance(time.Second)
+	if v := a.Lookup(ctx, sessionTarget); v != "c2" {
+		t.Fatalf("A 5 s after its write still hints %q, want B's c2", v)
+	}
+}
+
+// TestLocalCacheFailedWrite: a write the store refused is not suppressed
+// next time.
+func TestLocalCacheFailedWrite(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	store := &mapStore{m: map[string]string{}, failSets: true}
+	tr, _ := newCachedTracker(store, clk)
+	ctx := context.Background()
+	tr.Remember(ctx, sessionTarget, "c1", true)
+	tr.Wait(ctx)
+	store.failSets = false
+	tr.Remember(ctx, sessionTarget, "c1", true)
+	tr.Wait(ctx)
+	if _, sets := store.calls(); sets != 2 || store.m[Key("", "m", "mt:v1:session:s")] != "c1" {
+		t.Fatalf("%d sets, stored %q: the failed write was suppressed", sets, store.m[Key("", "m", "mt:v1:session:s")])
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -29,6 +30,23 @@ type Config struct {
 	// TimeoutLogEvery logs one in this many timeout warnings (sampled so
 	// a slow store cannot flood the log); 0 means 100.
 	TimeoutLogEvery int
+	// LocalTTL, when > 0, puts a cache of LocalMaxEntries entries in front
+	// of the store: an entry this replica read or wrote answers its
+	// lookups for LocalTTL, and a write of the same cluster within LocalTTL
+	// of this replica's last write is not sent. Hits and skipped writes do
+	// not renew an entry, so no hint served from it is more than LocalTTL
+	// behind the store, and the store's entry is rewritten (its TTL
+	// renewed) at least every LocalTTL while the session is served here.
+	LocalTTL        time.Duration
+	LocalMaxEntries int
+}
+
+// cached is an entry of the local cache: the cluster, until when it may
+// answer, and whether this replica wrote it (false: read from the store).
+type cached struct {
+	id      string
+	expires time.Time
+	written bool
 }
 
 // Tracker performs lookups and writes. Its zero value is not usable; build
@@ -41,6 +59,8 @@ type Tracker struct {
 	log    *slog.Logger
 	clock  clock.Clock
 	wg     sync.WaitGroup
+	// local is the cache in front of the store; nil without LocalTTL.
+	local *lru.Cache[string, cached]
 }
 
 // New returns a tracker over store. tp may be nil (no-op tracing).
@@ -51,7 +71,12 @@ func New(cfg Config, store Store, m *metrics.Metrics, tp trace.TracerProvider, l
 	if cfg.TimeoutLogEvery <= 0 {
 		cfg.TimeoutLogEvery = 100
 	}
-	return &Tracker{cfg: cfg, store: store, m: m, tracer: tp.Tracer(tracerName), log: log, clock: clk}
+	tr := &Tracker{cfg: cfg, store: store, m: m, tracer: tp.Tracer(tracerName), log: log, clock: clk}
+	if cfg.LocalTTL > 0 && cfg.LocalMaxEntries > 0 {
+		// lru.New fails only for a size below 1.
+		tr.local, _ = lru.New[string, cached](cfg.LocalMaxEntries)
+	}
+	return tr
 }
 
 // tracerName is the gateway's tracer, the same as its service name;
@@ -99,20 +124,62 @@ func (tr *Tracker) Lookup(ctx context.Context, t Target) string {
 		tr.m.LastClusterLookup.WithLabelValues("skipped").Inc()
 		return ""
 	}
+	start := tr.clock.Now()
+	key := Key(t.RoutingKey, t.Model, t.Session.AffinityKey)
+	if id, ok := tr.cachedID(key, start); ok {
+		tr.m.LookupDuration.Observe(tr.clock.Since(start).Seconds())
+		tr.m.LastClusterLookup.WithLabelValues("hit").Inc()
+		return id
+	}
 	ctx, span := tr.tracer.Start(ctx, lookupSpan)
 	defer span.End()
-	start := tr.clock.Now()
 	lctx, cancel := context.WithTimeout(ctx, tr.cfg.LookupTimeout)
 	defer cancel()
-	result, value, failure := tr.get(lctx, Key(t.RoutingKey, t.Model, t.Session.AffinityKey))
+	result, value, failure := tr.get(lctx, key)
 	tr.m.LookupDuration.Observe(tr.clock.Since(start).Seconds())
 	tr.m.LastClusterLookup.WithLabelValues(result).Inc()
+	if result == "hit" && tr.local != nil {
+		tr.local.Add(key, cached{id: value, expires: tr.clock.Now().Add(tr.cfg.LocalTTL)})
+	}
 	span.SetAttributes(attribute.String("result", result), attribute.String(routingKeyAttr, t.RoutingKey))
 	if failure != nil {
 		span.SetStatus(codes.Error, result)
 		tr.warn("last-cluster lookup failed", result, t, failure)
 	}
 	return value
+}
+
+// cachedID answers a lookup from the local cache when it holds a live
+// entry for key; without a cache it reports false and counts nothing.
+func (tr *Tracker) cachedID(key string, now time.Time) (string, bool) {
+	if tr.local == nil {
+		return "", false
+	}
+	if e, ok := tr.local.Get(key); ok && now.Before(e.expires) {
+		tr.m.LastClusterCache.WithLabelValues("lookup", "hit").Inc()
+		return e.id, true
+	}
+	tr.m.LastClusterCache.WithLabelValues("lookup", "miss").Inc()
+	return "", false
+}
+
+// suppress reports whether a write of id for key can be skipped: this
+// replica wrote the same cluster less than LocalTTL ago. Otherwise it
+// records the write about to be sent, and returns the entry to match when
+// the write fails.
+func (tr *Tracker) suppress(key, id string) (bool, cached) {
+	if tr.local == nil {
+		return false, cached{}
+	}
+	now := tr.clock.Now()
+	if e, ok := tr.local.Peek(key); ok && e.written && e.id == id && now.Before(e.expires) {
+		tr.m.LastClusterCache.WithLabelValues("write", "suppressed").Inc()
+		return true, e
+	}
+	e := cached{id: id, expires: now.Add(tr.cfg.LocalTTL), written: true}
+	tr.local.Add(key, e)
+	tr.m.LastClusterCache.WithLabelValues("write", "stored").Inc()
+	return false, e
 }
 
 // get reads key under lctx's deadline and classifies the outcome: hit
@@ -166,6 +233,10 @@ func (tr *Tracker) Remember(ctx context.Context, t Target, clusterID string, pre
 		return
 	}
 	key := Key(t.RoutingKey, t.Model, t.Session.AffinityKey)
+	skip, entry := tr.suppress(key, id)
+	if skip {
+		return
+	}
 	wctx := context.WithoutCancel(ctx)
 	tr.wg.Go(func() {
 		wctx, cancel := context.WithTimeout(wctx, tr.cfg.WriteTimeout)
@@ -186,6 +257,12 @@ func (tr *Tracker) Remember(ctx context.Context, t Target, clusterID string, pre
 		if err != nil {
 			span.SetStatus(codes.Error, result)
 			tr.warn("last-cluster write failed", result, t, err)
+			// The store may not hold it: let the next turn write again.
+			if tr.local != nil {
+				if e, ok := tr.local.Peek(key); ok && e == entry {
+					tr.local.Remove(key)
+				}
+			}
 		}
 	})
 }

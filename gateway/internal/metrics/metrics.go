@@ -19,6 +19,11 @@ var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5,
 // every lookup in their first one.
 var LookupBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05}
 
+// SyncBuckets span 1 ms to 1 s: a sync round is one store add per active
+// key, a few milliseconds on a healthy cluster, and should stay well
+// under its interval.
+var SyncBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+
 // LookupResults and WriteResults are the result labels of the last-cluster
 // lookup and write counters; New exports each at 0 from the start, so a
 // dashboard can tell "never happened" from "not exported".
@@ -97,6 +102,14 @@ type Metrics struct {
 	RateLimitErrors   *prometheus.CounterVec
 	OlricMembers      prometheus.Gauge
 
+	// The local modes' series, ours: how admissions were answered and
+	// what the background reconciliation with Olric costs
+	// (docs/metrics.md, section "Gateway"), and how the last-cluster
+	// cache in front of Olric answers.
+	RateLimitChecks       *prometheus.CounterVec
+	RateLimitSyncDuration prometheus.Histogram
+	LastClusterCache      *prometheus.CounterVec
+
 	// The session series (docs/metrics.md, section "Gateway"): requests,
 	// prompt tokens and first-token times per session class, and whether
 	// a hinted session stayed on its hinted cluster. They are ours, not
@@ -112,6 +125,15 @@ type Metrics struct {
 	HubRetries *prometheus.CounterVec
 	HubUp      *prometheus.GaugeVec
 }
+
+// RateLimitStoreOps are the op label values of the rate-limit store
+// error counter: reserve and settle on the request path, sync in the local
+// mode's background rounds.
+var RateLimitStoreOps = []string{"reserve", "settle", "sync"}
+
+// RateLimitPaths are the path label values of the local mode's check
+// counter.
+var RateLimitPaths = []string{"local", "store"}
 
 // RetryReasons are the reason label values of the hub retry counter
 // (hubclient.FailureReasons): connect, no connection could be made;
@@ -169,6 +191,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Rate-limit store failures by operation (reserve|settle) and kind (error|timeout)."}, []string{"op", "kind"}),
 		OlricMembers: prometheus.NewGauge(prometheus.GaugeOpts{Name: n("olric_cluster_members"),
 			Help: "Members of the embedded Olric cluster this replica sees (0 when Olric is off)."}),
+		RateLimitChecks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("rate_limit_checks_total"),
+			Help: "Rate-limit counter checks in the local mode by path: local (answered from this replica's state) or store (a round trip to Olric: a key not synced in the last round, or close to its limit or to this replica's share)."},
+			[]string{"path"}),
+		RateLimitSyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: n("rate_limit_sync_duration_seconds"),
+			Help: "Duration of one round of the local mode's reconciliation with Olric (one add per key used since the previous round).", Buckets: SyncBuckets}),
+		LastClusterCache: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("last_cluster_cache_total"),
+			Help: "The last-cluster cache in front of Olric, by op and result: lookup hit (answered locally) or miss (asked Olric); write stored (sent to Olric) or suppressed (the same cluster was stored less than the cache TTL ago)."},
+			[]string{"op", "result"}),
 		SessionRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n("session_requests_total"),
 			Help: "2xx hub answers by endpoint and session_state (the hub's x-stargate-session-state: new|returning|stale, or none)."},
 			[]string{"endpoint", "session_state", "function_id"}),
@@ -191,6 +221,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.HTTPActive, m.UpstreamRequests, m.UpstreamDuration,
 		m.Tokens, m.ProviderTime, m.FirstToken, m.StreamDuration, m.AuthRequests, m.AuthDuration, m.AllowlistMisses,
 		m.LastClusterLookup, m.LastClusterWrite, m.LookupDuration, m.RateLimitDecision, m.RateLimitErrors, m.OlricMembers,
+		m.RateLimitChecks, m.RateLimitSyncDuration, m.LastClusterCache,
 		m.SessionRequests, m.SessionPromptTokens, m.SessionFirstToken, m.HintResults,
 		m.HubRetries, m.HubUp)
 	for _, r := range RetryReasons {
@@ -212,10 +243,19 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.AuthRequests.WithLabelValues(r)
 		m.AuthDuration.WithLabelValues(r)
 	}
-	for _, op := range []string{"reserve", "settle"} {
+	for _, op := range RateLimitStoreOps {
 		for _, k := range []string{"error", "timeout"} {
 			m.RateLimitErrors.WithLabelValues(op, k)
 		}
+	}
+	for _, p := range RateLimitPaths {
+		m.RateLimitChecks.WithLabelValues(p)
+	}
+	for _, r := range []string{"hit", "miss"} {
+		m.LastClusterCache.WithLabelValues("lookup", r)
+	}
+	for _, r := range []string{"stored", "suppressed"} {
+		m.LastClusterCache.WithLabelValues("write", r)
 	}
 	return m
 }

@@ -34,6 +34,10 @@ type Config struct {
 	FailOpen bool
 	// StoreTimeout bounds each counter call.
 	StoreTimeout time.Duration
+	// Synced, when set, admits from local state reconciled with the
+	// counter in the background (the local mode); nil sends every add to
+	// the counter (the exact mode).
+	Synced *Synced
 }
 
 // Limiter admits and settles requests. Safe for concurrent use.
@@ -86,18 +90,46 @@ func (l *Limiter) key(principal, model, dim string, window int64) string {
 	return "rl:v1:" + hex.EncodeToString(h.Sum(nil)[:16]) + ":" + dim + ":" + strconv.FormatInt(window, 10)
 }
 
-func (l *Limiter) add(ctx context.Context, op, key string, delta int64) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.StoreTimeout)
+// storeAdd adds delta to key on c under timeout, counting a failure by op.
+func storeAdd(ctx context.Context, c Counter, timeout time.Duration, m *metrics.Metrics, op, key string, delta int64) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	v, err := l.counter.Add(ctx, key, delta, KeyTTL)
+	v, err := c.Add(ctx, key, delta, KeyTTL)
 	if err != nil {
 		kind := "error"
 		if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			kind = "timeout"
 		}
-		l.m.RateLimitErrors.WithLabelValues(op, kind).Inc()
+		m.RateLimitErrors.WithLabelValues(op, kind).Inc()
 	}
 	return v, err
+}
+
+// take adds delta to key and reports the counter's value after the add
+// and whether it is within limit; a refused add is taken back.
+func (l *Limiter) take(ctx context.Context, key string, delta, limit int64) (int64, bool, error) {
+	if l.cfg.Synced != nil {
+		return l.cfg.Synced.take(ctx, key, delta, limit)
+	}
+	v, err := storeAdd(ctx, l.counter, l.cfg.StoreTimeout, l.m, "reserve", key, delta)
+	if err != nil {
+		return 0, false, err
+	}
+	if v > limit {
+		l.adjust(ctx, "reserve", key, -delta)
+		return v, false, nil
+	}
+	return v, true, nil
+}
+
+// adjust adds delta to key without a decision (take-backs, settlements),
+// ignoring the caller's cancellation.
+func (l *Limiter) adjust(ctx context.Context, op, key string, delta int64) {
+	if l.cfg.Synced != nil {
+		l.cfg.Synced.adjust(key, delta)
+		return
+	}
+	_, _ = storeAdd(context.WithoutCancel(ctx), l.counter, l.cfg.StoreTimeout, l.m, op, key, delta)
 }
 
 // Reserve admits one request of tokens (input estimate plus output
@@ -115,13 +147,12 @@ func (l *Limiter) Reserve(ctx context.Context, principal, model string, lim Limi
 	var reqKey string
 	if lim.RequestsPerMinute > 0 {
 		reqKey = l.key(principal, model, "requests", window)
-		v, err := l.add(ctx, "reserve", reqKey, 1)
+		v, ok, err := l.take(ctx, reqKey, 1, lim.RequestsPerMinute)
 		if err != nil {
 			return nil, l.storeFailed(err)
 		}
 		d.Requests = &Dim{Limit: lim.RequestsPerMinute, Remaining: max(lim.RequestsPerMinute-v, 0), Reset: reset}
-		if v > lim.RequestsPerMinute {
-			_, _ = l.add(context.WithoutCancel(ctx), "reserve", reqKey, -1)
+		if !ok {
 			l.m.RateLimitDecision.WithLabelValues("limited", "requests").Inc()
 			return nil, Decision{Allowed: false, RetryAfter: reset, Requests: d.Requests}
 		}
@@ -129,18 +160,17 @@ func (l *Limiter) Reserve(ctx context.Context, principal, model string, lim Limi
 	var res *Reservation
 	if lim.TokensPerMinute > 0 {
 		tokKey := l.key(principal, model, "tokens", window)
-		v, err := l.add(ctx, "reserve", tokKey, tokens)
+		v, ok, err := l.take(ctx, tokKey, tokens, lim.TokensPerMinute)
 		if err != nil {
 			if reqKey != "" {
-				_, _ = l.add(context.WithoutCancel(ctx), "reserve", reqKey, -1)
+				l.adjust(ctx, "reserve", reqKey, -1)
 			}
 			return nil, l.storeFailed(err)
 		}
 		d.Tokens = &Dim{Limit: lim.TokensPerMinute, Remaining: max(lim.TokensPerMinute-v, 0), Reset: reset}
-		if v > lim.TokensPerMinute {
-			_, _ = l.add(context.WithoutCancel(ctx), "reserve", tokKey, -tokens)
+		if !ok {
 			if reqKey != "" {
-				_, _ = l.add(context.WithoutCancel(ctx), "reserve", reqKey, -1)
+				l.adjust(ctx, "reserve", reqKey, -1)
 				// The refused request no longer counts.
 				d.Requests.Remaining = min(d.Requests.Remaining+1, lim.RequestsPerMinute)
 			}
@@ -176,18 +206,17 @@ func (r *Reservation) Settle(ctx context.Context, used int64) {
 		return
 	}
 	r.once.Do(func() {
-		ctx := context.WithoutCancel(ctx)
 		delta := used - r.reserved
 		now := r.l.clock.Now().UnixMilli() / Window.Milliseconds()
 		switch {
 		case delta < 0 && now == r.window:
-			_, _ = r.l.add(ctx, "settle", r.key, delta)
+			r.l.adjust(ctx, "settle", r.key, delta)
 		case delta > 0:
 			key := r.key
 			if now != r.window {
 				key = r.key[:len(r.key)-len(strconv.FormatInt(r.window, 10))] + strconv.FormatInt(now, 10)
 			}
-			_, _ = r.l.add(ctx, "settle", key, delta)
+			r.l.adjust(ctx, "settle", key, delta)
 		}
 	})
 }

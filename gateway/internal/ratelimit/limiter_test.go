@@ -163,7 +163,7 @@ func TestExactAcrossThreeOlricNodes(t *testing.T) {
 
 // threeNodes starts a 3-node cluster whose cluster clients wait up to
 // opTimeout per call (olrictest's default is short, to fail fast).
-func threeNodes(t *testing.T, opTimeout time.Duration) []*olrictest.Node {
+func threeNodes(t testing.TB, opTimeout time.Duration) []*olrictest.Node {
 	t.Helper()
 	cfg := olrictest.Config(nil)
 	cfg.ClientOpTimeout = opTimeout

@@ -3,5 +3,7 @@
 // estimate reads, output maxima) and rewrites the body when the hub needs a
 // different one (routed model, forced stream). It parses once and never
 // validates what only the engine cares about: unknown fields survive and
-// the body is forwarded byte for byte whenever no rewrite is needed.
+// the body is forwarded byte for byte whenever no rewrite is needed, and
+// a rewrite splices the changed members into a copy rather than encoding
+// the body again.
 package request

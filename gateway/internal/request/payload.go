@@ -14,13 +14,31 @@ import (
 // returns nil for embeddings, which have no session.
 func (r *Request) Payload() []byte {
 	switch r.Endpoint {
-	case Chat:
-		size := 2
-		for i := range r.Chat.Messages {
-			size += 64 + len(r.Chat.Messages[i].Content.Text)
+	case Responses:
+		if r.Resp.InputString == nil {
+			return r.Resp.Input
 		}
-		b := make([]byte, 0, size+size/16)
-		b = append(b, '[')
+	case Completions:
+		return r.Prompt
+	case Embeddings:
+		return nil
+	}
+	return r.AppendPayload(nil)
+}
+
+// AppendPayload appends Payload's bytes to dst, so a caller that only
+// hashes them can reuse one buffer across requests.
+func (r *Request) AppendPayload(dst []byte) []byte {
+	switch r.Endpoint {
+	case Chat:
+		if dst == nil {
+			size := 2
+			for i := range r.Chat.Messages {
+				size += 64 + len(r.Chat.Messages[i].Content.Text)
+			}
+			dst = make([]byte, 0, size+size/16)
+		}
+		b := append(dst, '[')
 		for i := range r.Chat.Messages {
 			if i > 0 {
 				b = append(b, ',')
@@ -30,15 +48,15 @@ func (r *Request) Payload() []byte {
 		return append(b, ']')
 	case Responses:
 		if r.Resp.InputString != nil {
-			b := append([]byte(nil), `[{"role":"user","content":`...)
+			b := append(dst, `[{"role":"user","content":`...)
 			b = appendString(b, *r.Resp.InputString)
 			return append(b, "}]"...)
 		}
-		return r.Resp.Input
+		return append(dst, r.Resp.Input...)
 	case Completions:
-		return r.Prompt
+		return append(dst, r.Prompt...)
 	}
-	return nil
+	return dst
 }
 
 // appendString appends s as encoding/json would (HTML-safe escaping), on

@@ -527,11 +527,22 @@ func isUUID(s string) bool {
 // Rewrite returns body with "stream": true (forceStream),
 // stream_options.include_usage (usage) and, when model is non-empty,
 // the model replaced. Every other member survives in its order and with
-// its original escapes: it parses body afresh rather than reusing Parse's
-// tree, whose strings Parse unescaped (re-escaping them costs more than a
-// second fastjson parse). Callers skip it when nothing changes, so the
-// common streaming request is forwarded exactly as sent.
+// its original bytes: the changed values are spliced into a copy of body
+// (splice), and only a body splice leaves alone (a top-level key written
+// with escapes) is parsed afresh and marshalled again. Callers skip it
+// when nothing changes, so the common streaming request is forwarded
+// exactly as sent.
 func Rewrite(body []byte, forceStream, usage bool, model string) ([]byte, error) {
+	if out, ok := splice(body, forceStream, usage, model); ok {
+		return out, nil
+	}
+	return reencode(body, forceStream, usage, model)
+}
+
+// reencode is Rewrite by a fastjson tree: the body is parsed afresh
+// rather than from Parse's tree, whose strings Parse unescaped
+// (re-escaping them costs more than a second parse).
+func reencode(body []byte, forceStream, usage bool, model string) ([]byte, error) {
 	p, _ := parsers.Get().(*fastjson.Parser)
 	if p == nil {
 		p = &fastjson.Parser{}

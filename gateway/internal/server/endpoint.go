@@ -434,7 +434,7 @@ func (x *exchange) upstreamMetric(result, status string) {
 // then becomes what the client asked for, and its usage is counted.
 func (x *exchange) respond(ctx context.Context, resp *http.Response) {
 	if x.p.Session.ID != "" {
-		x.w.Header().Set(headers.MultiTurnSessionID, x.p.Session.ID)
+		setHeader(x.w.Header(), hMultiTurnSessionID, x.p.Session.ID)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		x.used = 0
@@ -455,7 +455,7 @@ var canonicalSessionState = http.CanonicalHeaderKey(headers.StargateSessionState
 // if the stream fails later
 // (docs/design/sessions.md#last-cluster-tracking).
 func (x *exchange) rememberCluster(ctx context.Context, resp *http.Response) {
-	ids := resp.Header.Values(headers.StargateClusterID)
+	ids := resp.Header[hClusterID]
 	var id string
 	if len(ids) > 0 {
 		id = ids[0]

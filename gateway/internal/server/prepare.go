@@ -84,8 +84,8 @@ func (p *Prepared) splitRoutingKey() *openai.Error {
 // x-multi-turn-session-id header; an invalid id is a 400.
 func (p *Prepared) deriveSession(h http.Header) *openai.Error {
 	r := p.Req
-	in := session.Inputs{PromptCacheKey: r.PromptCacheKey, ConversationID: r.ConversationID, Payload: r.Payload}
-	if vs := h.Values(headers.MultiTurnSessionID); len(vs) > 0 {
+	in := session.Inputs{PromptCacheKey: r.PromptCacheKey, ConversationID: r.ConversationID, Payload: r.AppendPayload}
+	if vs := h[hMultiTurnSessionID]; len(vs) > 0 {
 		in.Header, in.HeaderSet = vs[0], true
 	}
 	sess, err := session.Derive(in)
@@ -115,7 +115,7 @@ func (p *Prepared) setOutbound(e request.Endpoint, h http.Header, requestID stri
 	if e == request.Responses {
 		p.Out.TokenEstimate = p.Input + p.MaxOutput
 	}
-	if v, err := headers.ParseUint64(headers.OutputTokens, h.Get(headers.OutputTokens)); err == nil {
+	if v, err := headers.ParseUint64(headers.OutputTokens, headers.First(h, hOutputTokens)); err == nil {
 		p.Out.OutputTokens = headers.FormatUint(v)
 	}
 }

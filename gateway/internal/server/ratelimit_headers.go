@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/stargate-router/stargate/gateway/internal/ratelimit"
-	"github.com/stargate-router/stargate/pkg/headers"
 )
 
 // retryAfterSeconds is a refusal's Retry-After: the wait rounded up to
@@ -25,17 +24,24 @@ func retryAfterSeconds(d time.Duration) int {
 // admission (store down) reports nothing: the gateway does not know the
 // counters then.
 func setRateLimitHeaders(h http.Header, d ratelimit.Decision) {
+	// The values share one backing array, each capped at its own length.
+	vals := make([]string, 0, 6)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		n := len(vals)
+		h[k] = vals[n-1 : n : n]
+	}
 	put := func(limit, remaining, reset string, dim *ratelimit.Dim) {
 		if dim == nil {
 			return
 		}
-		h.Set(limit, strconv.FormatInt(dim.Limit, 10))
-		h.Set(remaining, strconv.FormatInt(dim.Remaining, 10))
-		h.Set(reset, max(dim.Reset.Truncate(time.Millisecond), time.Millisecond).String())
+		set(limit, strconv.FormatInt(dim.Limit, 10))
+		set(remaining, strconv.FormatInt(dim.Remaining, 10))
+		set(reset, max(dim.Reset.Truncate(time.Millisecond), time.Millisecond).String())
 	}
-	put(headers.RateLimitLimitTokens, headers.RateLimitRemainingTokens, headers.RateLimitResetTokens, d.Tokens)
-	put(headers.RateLimitLimitRequests, headers.RateLimitRemainingRequests, headers.RateLimitResetRequests, d.Requests)
+	put(hLimitTokens, hRemainingTokens, hResetTokens, d.Tokens)
+	put(hLimitRequests, hRemainingRequests, hResetRequests, d.Requests)
 	if !d.Allowed && d.Err == nil && retryAfterSeconds(d.RetryAfter) > 60 {
-		h.Set(headers.ShouldRetry, "false")
+		setHeader(h, hShouldRetry, "false")
 	}
 }

@@ -163,12 +163,12 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		start := s.d.Clock.Now()
 		route := routeOf(r.URL.Path)
 		st := &reqState{method: r.Method, route: route}
-		if id, err := headers.ParseRequestID(r.Header.Get(headers.RequestID)); err == nil {
+		if id, err := headers.ParseRequestID(headers.First(r.Header, hRequestID)); err == nil {
 			st.requestID = id
 		} else {
 			st.requestID = uuid.NewString()
 		}
-		w.Header().Set(headers.RequestID, st.requestID)
+		setHeader(w.Header(), hRequestID, st.requestID)
 		ww := &statusWriter{ResponseWriter: w}
 		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, st))
 		st.active = s.d.Metrics.HTTPActive.WithLabelValues(r.Method, route, "none")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/stargate-router/stargate/gateway/internal/answer"
 	"github.com/stargate-router/stargate/gateway/internal/request"
@@ -17,22 +18,35 @@ import (
 // (embeddings of 2048 inputs stay far below it).
 const maxUpstreamBody = 256 << 20
 
-var canonicalRequestID = http.CanonicalHeaderKey(headers.RequestID)
-
 // copyHeaders copies the hub's response headers a client may see: no
 // hop-by-hop, no Content-Length (the body may change), no hub-internal
 // x-stargate-* / x-inference-server-* headers, and not the hub's request
 // id (the gateway's own was set already).
 func copyHeaders(dst, src http.Header) {
+	n := 0
 	for k, vs := range src {
-		if k == "Content-Length" || headers.InternalResponse(k) || k == canonicalRequestID {
-			continue
+		if clientVisible(k) {
+			n += len(vs)
 		}
-		dst[k] = append([]string(nil), vs...)
+	}
+	// One backing array for every value, each capped at its own length.
+	vals := make([]string, 0, n)
+	for k, vs := range src {
+		if clientVisible(k) {
+			start := len(vals)
+			vals = append(vals, vs...)
+			dst[k] = vals[start:len(vals):len(vals)]
+		}
 	}
 	for _, k := range headers.HopByHop {
-		dst.Del(k)
+		delete(dst, k)
 	}
+}
+
+// clientVisible reports whether the hub's response header k may reach
+// the client (see copyHeaders).
+func clientVisible(k string) bool {
+	return k != "Content-Length" && !headers.InternalResponse(k) && k != hRequestID
 }
 
 // passHubError passes the hub's non-2xx status and body through, keeping
@@ -89,9 +103,12 @@ func (o streamOutcome) String() string {
 	}
 }
 
-// streamEvents forwards the hub's SSE to a streaming client event by
-// event, flushing each, and returns the last usage seen. Events go byte
-// for byte except that an eventFilter may drop or re-encode one.
+// streamEvents forwards the hub's SSE to a streaming client and returns
+// the last usage seen. Events go byte for byte except that an
+// eventFilter may drop or re-encode one. The events one read from the hub
+// brought are written together and flushed once, when the next event is
+// not yet whole: nothing waits for more to arrive, and a burst of events
+// costs one write to the client instead of one each.
 func (x *exchange) streamEvents(resp *http.Response) *answer.Usage {
 	copyHeaders(x.w.Header(), resp.Header)
 	x.w.Header().Set("Cache-Control", "no-cache")
@@ -107,22 +124,27 @@ func (x *exchange) streamEvents(resp *http.Response) *answer.Usage {
 		x.s.d.Metrics.StreamDuration.WithLabelValues(x.e.String(), outcome.String(), x.fn).Observe(x.s.d.Clock.Since(x.start).Seconds())
 	}()
 	rd := answer.NewEventReader(resp.Body)
+	defer rd.Release()
+	pending := false
 	for {
 		ev, err := rd.Next()
 		if err != nil {
 			outcome = x.streamEnd(err, &f, rc)
 			return f.usage
 		}
-		if !f.pass(ev) {
-			continue
+		if f.pass(ev) {
+			if _, err := x.w.Write(ev.Raw); err != nil {
+				outcome = streamCanceled
+				return f.usage
+			}
+			pending = true
 		}
-		if _, err := x.w.Write(ev.Raw); err != nil {
-			outcome = streamCanceled
-			return f.usage
-		}
-		if err := rc.Flush(); err != nil {
-			outcome = streamCanceled
-			return f.usage
+		if pending && !rd.Buffered() {
+			if err := rc.Flush(); err != nil {
+				outcome = streamCanceled
+				return f.usage
+			}
+			pending = false
 		}
 	}
 }
@@ -241,6 +263,7 @@ func (x *exchange) aggregateChat(resp *http.Response) *answer.Usage {
 	w, clientModel := x.w, x.p.Req.Model
 	var agg answer.ChatAggregator
 	rd := answer.NewEventReader(resp.Body)
+	defer rd.Release()
 	for {
 		ev, err := rd.Next()
 		if errors.Is(err, io.EOF) {
@@ -276,6 +299,7 @@ func (x *exchange) aggregateChat(resp *http.Response) *answer.Usage {
 		return nil
 	}
 	copyHeaders(w.Header(), resp.Header)
+	reuseConn(resp.Body)
 	writeJSON(w, out)
 	u, ok := answer.ParseUsage(agg.Usage())
 	if !ok {
@@ -291,6 +315,7 @@ func (x *exchange) aggregateChat(resp *http.Response) *answer.Usage {
 func (x *exchange) writeTerminalResponse(resp *http.Response) *answer.Usage {
 	w := x.w
 	rd := answer.NewEventReader(resp.Body)
+	defer rd.Release()
 	var last json.RawMessage
 	for {
 		ev, err := rd.Next()
@@ -360,9 +385,27 @@ func writeBadGateway(w http.ResponseWriter, msg string) {
 	openai.WriteError(w, &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Code: "bad_upstream_response", Message: msg})
 }
 
+// drainLimit bounds what reuseConn reads of a hub body: the end of its
+// chunked encoding, and nothing a hub sends after a whole answer.
+const drainLimit = 4 << 10
+
+// reuseConn reads what is left of a hub body whose answer is complete
+// (the last chunk of its chunked encoding, which often arrives after the
+// [DONE] event), so that the HTTP client puts the connection back in its
+// pool: a body closed before its end closes the connection, and the next
+// request dials the hub again (about one JSON request in eight did). The
+// hub ends its body right after [DONE], so the read does not wait.
+func reuseConn(body io.Reader) {
+	_, _ = io.CopyN(io.Discard, body, drainLimit)
+}
+
+// writeJSON writes b and a newline as the whole 200 answer, its length
+// declared, so the answer is complete once flushed.
 func writeJSON(w http.ResponseWriter, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Del("Cache-Control")
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(b) + 1)}
+	delete(h, "Cache-Control")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b) //nolint:gosec // G705: a JSON body built from the hub's answer, served as application/json
 	_, _ = w.Write([]byte("\n"))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/stargate-router/stargate/pkg/headers"
@@ -87,9 +88,10 @@ type Inputs struct {
 	// PromptCacheKey and ConversationID come from the body.
 	PromptCacheKey *string
 	ConversationID *string
-	// Payload returns the bytes the payload fallback hashes; nil means no
-	// fallback (embeddings).
-	Payload func() []byte
+	// Payload appends the bytes the payload fallback hashes to its
+	// argument and returns the result; nil means no fallback
+	// (embeddings). Derive hashes them in a buffer it reuses.
+	Payload func(dst []byte) []byte
 }
 
 // Error is a 400-worthy validation failure; Message is the client-facing
@@ -138,11 +140,35 @@ func Derive(in Inputs) (Session, error) {
 		return Session{ID: header, Source: SourceHeader, AffinityKey: key}, nil
 	}
 	if in.Payload != nil {
-		sum := sha256.Sum256(in.Payload())
+		sum := payloadSum(in.Payload)
 		key := headers.PayloadKeyPrefix + hex.EncodeToString(sum[:])
 		return Session{ID: key, Source: SourcePayload, AffinityKey: key}, nil
 	}
 	return Session{}, nil
+}
+
+// payloadBufs recycles the buffers payloads are laid out in to be
+// hashed: a payload is as large as the conversation, and is garbage as
+// soon as it is hashed.
+var payloadBufs sync.Pool
+
+// maxKeptPayload bounds a buffer payloadBufs keeps, so one huge request
+// does not pin its size.
+const maxKeptPayload = 1 << 20
+
+// payloadSum is the sha256 of the bytes payload appends.
+func payloadSum(payload func(dst []byte) []byte) [sha256.Size]byte {
+	bp, _ := payloadBufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	b := payload((*bp)[:0])
+	sum := sha256.Sum256(b)
+	if cap(b) <= maxKeptPayload {
+		*bp = b
+		payloadBufs.Put(bp)
+	}
+	return sum
 }
 
 // Hashed returns mt:v1:<kind>:<hex sha256(v)>.

@@ -13,7 +13,7 @@ import (
 func ptr(s string) *string { return &s }
 
 func TestDerivePrecedenceAndVectors(t *testing.T) {
-	payload := func() []byte { return []byte(`[{"role":"user","content":"hello"}]`) }
+	payload := func(dst []byte) []byte { return append(dst, `[{"role":"user","content":"hello"}]`...) }
 	cases := []struct {
 		name    string
 		in      Inputs
@@ -87,7 +87,7 @@ func FuzzDerive(f *testing.F) {
 	f.Add("", "", "", false, []byte(nil), true)
 	f.Add("", "", " mt:v1:session:"+strings.Repeat("Ab", 32)+"\t", true, []byte(nil), false)
 	f.Fuzz(func(t *testing.T, pck, conv, header string, headerSet bool, payload []byte, noPayload bool) {
-		in := Inputs{Header: header, HeaderSet: headerSet, Payload: func() []byte { return payload }}
+		in := Inputs{Header: header, HeaderSet: headerSet, Payload: func(dst []byte) []byte { return append(dst, payload...) }}
 		if noPayload {
 			in.Payload = nil
 		}

@@ -230,7 +230,7 @@ func (p *Proxy) transportFailed(w http.ResponseWriter, r *http.Request, req *req
 func (p *Proxy) answered(w http.ResponseWriter, r *http.Request, req *request, st *loop, clusterID string, b state.Backend,
 	resp *http.Response, res state.Reservation) attemptResult {
 	t := req.target
-	p.cfg.Metrics.attempt(t, b.ID, "upstream_"+strconv.Itoa(resp.StatusCode))
+	p.cfg.Metrics.attempt(t, b.ID, upstreamLabel(resp.StatusCode))
 	p.cfg.Metrics.proxyDuration(t, b.ID, p.cfg.Clock.Since(req.start))
 	if pylonDeadline(resp) {
 		// Not the backend's failure, and no time is left for a retry.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,13 +96,22 @@ func (m memoryTunnel) RoundTrip(*http.Request) (*http.Response, error) {
 // outbound request, round trip over an in-memory tunnel and copy the
 // answer, with metrics on and the routing page's record (the hub's
 // defaults).
-func BenchmarkServe(b *testing.B) { benchServe(b, routelog.New(routelog.DefaultRecords)) }
+func BenchmarkServe(b *testing.B) {
+	benchServe(b, routelog.New(routelog.DefaultRecords), []byte(chatBody))
+}
+
+// BenchmarkServe256K is BenchmarkServe with a 256 KiB prompt: what reading
+// and forwarding a large body adds.
+func BenchmarkServe256K(b *testing.B) {
+	body := []byte(`{"model":"rk/m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", 256<<10) + `"}]}`)
+	benchServe(b, routelog.New(routelog.DefaultRecords), body)
+}
 
 // BenchmarkServeNoRecords is BenchmarkServe with --routing-page-records 0:
 // the difference is what a request pays for the routing page.
-func BenchmarkServeNoRecords(b *testing.B) { benchServe(b, nil) }
+func BenchmarkServeNoRecords(b *testing.B) { benchServe(b, nil, []byte(chatBody)) }
 
-func benchServe(b *testing.B, records *routelog.Log) {
+func benchServe(b *testing.B, records *routelog.Log, reqBody []byte) {
 	store := state.New(clock.Real{})
 	body := bytes.Repeat([]byte("x"), 360)
 	up := http.Header{"Content-Type": {"application/json"}, "Content-Length": {"360"}}
@@ -125,7 +135,6 @@ func benchServe(b *testing.B, records *routelog.Log) {
 	p := New(cfg, store, tun, PowerOfNResolver{Picker: picker})
 	hdr := benchClientHeader()
 	hdr.Set(headers.RoutingKey, rk)
-	reqBody := []byte(chatBody)
 	n := 0
 	for b.Loop() {
 		if n++; n%100 == 0 {

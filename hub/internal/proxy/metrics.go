@@ -144,7 +144,7 @@ func (m *Metrics) ActiveServers(t routing.Target, n int) {
 
 func (m *Metrics) request(t routing.Target, backend string, status int) {
 	if m != nil {
-		m.requests.WithLabelValues(t.RoutingKey, t.Model, backend, strconv.Itoa(status)).Inc()
+		m.requests.WithLabelValues(t.RoutingKey, t.Model, backend, statusLabel(status)).Inc()
 	}
 }
 
@@ -230,4 +230,37 @@ func (m *Metrics) escape(t routing.Target, reason string) {
 	if m != nil {
 		m.escapes.WithLabelValues(t.RoutingKey, t.Model, reason).Inc()
 	}
+}
+
+// statusLabels are the decimal HTTP statuses, so that labelling a request
+// by its status allocates nothing: strconv.Itoa allocates above 99.
+var statusLabels = func() (l [600]string) {
+	for i := range l {
+		l[i] = strconv.Itoa(i)
+	}
+	return l
+}()
+
+// upstreamLabels are the result labels of an upstream answer by status.
+var upstreamLabels = func() (l [600]string) {
+	for i := range l {
+		l[i] = "upstream_" + strconv.Itoa(i)
+	}
+	return l
+}()
+
+// statusLabel is strconv.Itoa(status), from statusLabels when it is there.
+func statusLabel(status int) string {
+	if status >= 0 && status < len(statusLabels) {
+		return statusLabels[status]
+	}
+	return strconv.Itoa(status)
+}
+
+// upstreamLabel is the attempt result of an upstream answer of status.
+func upstreamLabel(status int) string {
+	if status >= 0 && status < len(upstreamLabels) {
+		return upstreamLabels[status]
+	}
+	return "upstream_" + strconv.Itoa(status)
 }

@@ -313,6 +313,28 @@ func TestReplayBodyLimit(t *testing.T) {
 	}
 }
 
+// A body of declared length is read into a buffer of exactly that length,
+// and one that ends before its declared length is a 400, as any body that
+// fails to read.
+func TestReadDeclaredBody(t *testing.T) {
+	t.Parallel()
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(chatBody))
+	body, oerr := readDeclared(r)
+	if oerr != nil || string(body) != chatBody || cap(body) != len(chatBody) {
+		t.Fatalf("readDeclared = %q (cap %d), %v; want the body in a buffer of its length", body, cap(body), oerr)
+	}
+	short := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(chatBody))
+	short.ContentLength = int64(len(chatBody)) + 10
+	if _, oerr := readDeclared(short); oerr == nil || oerr.Status != http.StatusBadRequest || oerr.Code != "body_read_error" {
+		t.Fatalf("a body shorter than declared: %+v, want a 400 body_read_error", oerr)
+	}
+	chunked := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(chatBody))
+	chunked.ContentLength = -1
+	if body, oerr := readDeclared(chunked); body != nil || oerr != nil {
+		t.Fatalf("undeclared length: %q, %v; want nil, nil (read by openai.ReadBody)", body, oerr)
+	}
+}
+
 // fixedResolver always resolves to route.
 type fixedResolver struct{ route lb.Route }
 

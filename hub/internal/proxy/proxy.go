@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -342,7 +343,10 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, req *request) b
 		openai.WriteError(w, openai.TooLarge(p.cfg.MaxReplayBodyBytes))
 		return false
 	}
-	body, oerr := openai.ReadBody(w, r, p.cfg.MaxReplayBodyBytes)
+	body, oerr := readDeclared(r)
+	if body == nil && oerr == nil {
+		body, oerr = openai.ReadBody(w, r, p.cfg.MaxReplayBodyBytes)
+	}
 	if oerr != nil {
 		openai.WriteError(w, oerr)
 		return false
@@ -350,4 +354,22 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, req *request) b
 	req.body = body
 	p.cfg.Metrics.replayBytes(req.target.Model, len(body))
 	return true
+}
+
+// readDeclared reads a body of declared length (already checked against the
+// replay limit) into one buffer of exactly that size. io.ReadAll would start
+// at 512 bytes and grow by appending: for a 256 KiB prompt that is a dozen
+// allocations and copies, twice the body in garbage, for bytes whose size
+// the request states. It returns nil, nil when the length is not declared.
+// The server stops the body at its Content-Length, so the declared bytes
+// are all there is; a body that ends early is a 400, as in openai.ReadBody.
+func readDeclared(r *http.Request) ([]byte, *openai.Error) {
+	if r.ContentLength <= 0 {
+		return nil, nil
+	}
+	body := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		return nil, openai.BadRequest("", "body_read_error", "reading request body: %v", err)
+	}
+	return body, nil
 }

@@ -16,7 +16,9 @@ import (
 // consumes, and the headers only the hub or the pylon may set
 // (docs/design/headers.md#who-strips-what).
 func forwardHeaders(in http.Header) http.Header {
-	out := make(http.Header, len(in))
+	// Room for the headers the hub adds (queue estimate, deadline,
+	// affinity key, trace context), so that adding them never grows the map.
+	out := make(http.Header, len(in)+4)
 	headers.CopyExcept(out, in, notForwarded)
 	return out
 }
@@ -77,11 +79,15 @@ func (p *Proxy) copyResponse(w http.ResponseWriter, resp *http.Response, cluster
 	defer func() { _ = resp.Body.Close() }()
 	h := w.Header()
 	headers.CopyExcept(h, resp.Header, notRelayed)
-	h[canonInferenceServerID] = []string{b.ID}
+	// One array backs the three identity values, each capped at its own
+	// element so that an append to one copies it instead of overwriting
+	// the next.
+	ids := &[3]string{b.ID, b.URL, clusterID}
+	h[canonInferenceServerID] = ids[0:1:1]
 	if b.URL != "" {
-		h[canonInferenceServerURL] = []string{b.URL}
+		h[canonInferenceServerURL] = ids[1:2:2]
 	}
-	h[canonClusterID] = []string{clusterID}
+	h[canonClusterID] = ids[2:3:3]
 	if v := sessionStateValue(session); v != nil {
 		h[canonSessionState] = v
 	}

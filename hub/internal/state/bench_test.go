@@ -97,6 +97,35 @@ func BenchmarkReserveRelease(b *testing.B) {
 	}
 }
 
+// BenchmarkReservePending is one reservation on a cluster that already
+// carries 512 to 1024 pending ones, as between two registrations of a
+// backend serving 512 requests or more per heartbeat: what an attempt pays
+// for the reservation under load.
+func BenchmarkReservePending(b *testing.B) {
+	s := store64(b)
+	tg := target("m")
+	be := backend("b-062", "cluster-0031")
+	r := one("m", protocol.ModelStats{LastMeanInputTPS: 1000, QueueTimeEstimateMsByPriority: map[uint32]uint64{0: 1, 2: 3}})
+	fill := func() {
+		for range 512 {
+			s.Reserve(tg, "cluster-0031", "b-062", 512, 1)
+		}
+	}
+	fill()
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		if n++; n%512 == 0 {
+			// The backend's next registration drops its reservations.
+			b.StopTimer()
+			s.Apply(be, r, time.Millisecond, true)
+			fill()
+			b.StartTimer()
+		}
+		s.Reserve(tg, "cluster-0031", "b-062", 512, 1)
+	}
+}
+
 // BenchmarkApply is one heartbeat of one backend of a 64-cluster target.
 func BenchmarkApply(b *testing.B) {
 	s := store64(b)

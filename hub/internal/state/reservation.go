@@ -79,7 +79,7 @@ func (s *Store) Reserve(t routing.Target, clusterID, backendID string, tokens ui
 	s.reservationN++
 	r := &reservation{id: s.reservationN, t: tg, c: cl, backendID: backendID, tokens: tokens, priority: prio, at: now}
 	cl.reservations = append(cl.reservations, r) // ids ascend, so this stays in creation order
-	cl.viewDirty = true
+	cl.addToView(r)
 	bs.reservations[r.id] = r
 	s.reservations[r.id] = r
 	c := s.newChange()
@@ -87,6 +87,27 @@ func (s *Store) Reserve(t routing.Target, clusterID, backendID string, tokens ui
 	c.addsLoadOnly = true
 	s.commit(c)
 	return Reservation{s: s, id: r.id}
+}
+
+// addToView brings cl's view up to date with r, its newest reservation.
+// When the view is otherwise current, r is applied on top of it: applying
+// reservations in creation order is a fold, so the result is the one a
+// full recompute gives, at the cost of one reservation instead of every
+// pending one. A full recompute per reservation made each request pay for
+// all requests since the backends' last registrations, a cost that grew
+// with the request rate. Otherwise the view is marked for the recompute.
+func (cl *cluster) addToView(r *reservation) {
+	if cl.baseDirty || cl.viewDirty {
+		cl.viewDirty = true
+		return
+	}
+	// The view's map and priorities are shared with the published
+	// snapshot: applyReservations copies the map before writing, and the
+	// sorted priorities are a new slice.
+	one := [1]*reservation{r}
+	applyReservations(&cl.view.Stats, one[:])
+	cl.view.Priorities = routing.SortPriorities(cl.view.Stats.QueueTimeEstimateMsByPriority)
+	cl.places = nil // publishedPlaces rebuilds it when it is needed
 }
 
 // dropReservation forgets r everywhere and marks its cluster for republishing.

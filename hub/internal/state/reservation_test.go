@@ -230,3 +230,37 @@ func TestReservationsLeaveWithBackend(t *testing.T) {
 		t.Fatalf("a removed backend's reservation survived: %d", got)
 	}
 }
+
+// Each reservation is applied on top of the published view: the snapshots
+// published before it stay as they were (their priority map is never
+// written), and after a release the full recompute from the remaining
+// reservations agrees with applying them one by one.
+func TestIncrementalReservationsKeepSnapshotsAndAgreeWithRecompute(t *testing.T) {
+	stats := protocol.ModelStats{LastMeanInputTPS: 1000, QueueTimeEstimateMsByPriority: map[uint32]uint64{0: 10, 2: 20}}
+	s, _ := newStore()
+	s.Apply(backend("b", "c"), one("m", stats), time.Millisecond, true)
+	before := cluster(t, s, target("m"), "c")
+	first := s.Reserve(target("m"), "c", "b", 1000, 1)
+	afterFirst := cluster(t, s, target("m"), "c")
+	s.Reserve(target("m"), "c", "b", 2000, 0)
+	afterBoth := cluster(t, s, target("m"), "c")
+	if want := map[uint32]uint64{0: 10, 2: 20}; !reflect.DeepEqual(before.Stats.QueueTimeEstimateMsByPriority, want) {
+		t.Errorf("snapshot before any reservation changed: %v", before.Stats.QueueTimeEstimateMsByPriority)
+	}
+	// +1000 tokens at 1: {0:10, 1:1010, 2:1020}
+	if want := map[uint32]uint64{0: 10, 1: 1010, 2: 1020}; !reflect.DeepEqual(afterFirst.Stats.QueueTimeEstimateMsByPriority, want) ||
+		afterFirst.Stats.QueueSize != 1 {
+		t.Errorf("snapshot after the first reservation: %+v", afterFirst.Stats)
+	}
+	// then +2000 at 0: every key gets 2000
+	if want := map[uint32]uint64{0: 2010, 1: 3010, 2: 3020}; !reflect.DeepEqual(afterBoth.Stats.QueueTimeEstimateMsByPriority, want) ||
+		afterBoth.Stats.QueueSize != 2 || len(afterBoth.Priorities) != 3 {
+		t.Errorf("snapshot after both: %+v, priorities %v", afterBoth.Stats, afterBoth.Priorities)
+	}
+	first.Release()
+	// Recomputed from the base with the second alone: +2000 at 0.
+	got := cluster(t, s, target("m"), "c")
+	if want := map[uint32]uint64{0: 2010, 2: 2020}; !reflect.DeepEqual(got.Stats.QueueTimeEstimateMsByPriority, want) || got.Stats.QueueSize != 1 {
+		t.Errorf("after releasing the first: %+v", got.Stats)
+	}
+}

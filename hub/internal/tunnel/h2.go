@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"net/http"
 	"time"
@@ -54,8 +55,11 @@ func newH2Client(pingInterval, pingTimeout time.Duration) h2Client {
 }
 
 // newClientConn starts HTTP/2 as the client on conn: it writes the client
-// preface and SETTINGS at once.
+// preface and SETTINGS at once. A plaintext conn is corked (corkConn).
 func (c h2Client) newClientConn(conn net.Conn) (clientConn, error) {
+	if _, isTLS := conn.(interface{ ConnectionState() tls.ConnectionState }); !isTLS {
+		conn = newCorkConn(conn)
+	}
 	cc, err := c.t.NewClientConn(conn) //nolint:staticcheck // SA1019: see the file comment
 	if err != nil {
 		return nil, err

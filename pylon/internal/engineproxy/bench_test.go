@@ -2,11 +2,14 @@ package engineproxy
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -122,6 +125,100 @@ func BenchmarkServeCompletion(b *testing.B) {
 		flushes += w.flushes
 	}
 	b.ReportMetric(float64(flushes)/float64(b.N), "flushes/op")
+}
+
+// BenchmarkServeChatStream is one streamed chat completion through the
+// proxy, as the spine and the chain send it: the answer is the mock
+// engine's event stream for 16 output tokens (a role chunk, 16 content
+// chunks, the finish chunk and [DONE]). event-per-read has each event
+// arrive in its own read, as from an engine that paces its tokens;
+// burst has them all arrive in one read, as from an engine that writes
+// them back to back (the mock without token delays).
+func BenchmarkServeChatStream(b *testing.B) {
+	events := mockChatEvents(16)
+	for _, bc := range []struct {
+		name   string
+		chunks [][]byte
+	}{
+		{"event-per-read", events},
+		{"burst", [][]byte{bytes.Join(events, nil)}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			px := benchProxy(b)
+			px.cfg.Client = &http.Client{Transport: sseEngine{chunks: bc.chunks}}
+			reqBody := bytes.Repeat([]byte("a"), 1024)
+			reqBody = append(append([]byte(`{"model":"m","stream":true,"max_tokens":16,"messages":[{"role":"user","content":"`), reqBody...), `"}]}`...)
+			hd := benchRequestHeader()
+			hd.Set("Content-Length", strconv.Itoa(len(reqBody)))
+			flushes := 0
+			for i := 0; b.Loop(); i++ {
+				r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(reqBody))
+				r.Header = hd.Clone()
+				r.Header.Set(headers.RequestID, "r"+strconv.Itoa(i))
+				w := &flushCounter{h: http.Header{}}
+				px.ServeHTTP(w, r)
+				if w.code != http.StatusOK {
+					b.Fatalf("status %d, headers %v", w.code, w.h)
+				}
+				flushes += w.flushes
+			}
+			b.ReportMetric(float64(flushes)/float64(b.N), "flushes/op")
+		})
+	}
+}
+
+// mockChatEvents is the event stream the mock engine writes for a chat
+// completion of n tokens, one event per element.
+func mockChatEvents(n int) [][]byte {
+	const head = `data: {"choices":[{"delta":`
+	const tail = `,"finish_reason":%s,"index":0,"logprobs":null}],"created":1796017658,"id":"chatcmpl-mock-0-32bf","model":"m","object":"chat.completion.chunk"}` + "\n\n"
+	ev := func(delta, finish string) []byte { return []byte(head + delta + fmt.Sprintf(tail, finish)) }
+	out := [][]byte{ev(`{"content":"","role":"assistant"}`, "null")}
+	for i := range n {
+		out = append(out, ev(fmt.Sprintf(`{"content":" word%d"}`, i), "null"))
+	}
+	return append(out, ev(`{}`, `"length"`), []byte("data: [DONE]\n\n"))
+}
+
+// sseEngine answers every request with an event stream delivered in the
+// given chunks, one per read.
+type sseEngine struct{ chunks [][]byte }
+
+func (e sseEngine) RoundTrip(r *http.Request) (*http.Response, error) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}, "Cache-Control": {"no-cache"}},
+		ContentLength: -1, Body: io.NopCloser(&burstReader{chunks: slices.Clone(e.chunks)}), Request: r}, nil
+}
+
+// burstReader returns one chunk per read, then io.EOF.
+type burstReader struct{ chunks [][]byte }
+
+func (r *burstReader) Read(p []byte) (int, error) {
+	if len(r.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.chunks[0])
+	if r.chunks[0] = r.chunks[0][n:]; len(r.chunks[0]) == 0 {
+		r.chunks = r.chunks[1:]
+	}
+	return n, nil
+}
+
+// BenchmarkCheckBody is the body check of a streamed chat request at the
+// sizes benchpath sends.
+func BenchmarkCheckBody(b *testing.B) {
+	for _, size := range []int{1 << 10, 256 << 10} {
+		pad := strings.Repeat("a", size)
+		body := []byte(`{"model":"m","messages":[{"role":"system","content":"` + pad + `"},{"role":"user","content":"hi"}],"stream":true,"max_tokens":16}`)
+		b.Run(strconv.Itoa(size>>10)+"k", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if d := checkBody(EndpointChat, "/v1/chat/completions", body); d != "" {
+					b.Fatal(d)
+				}
+			}
+		})
+	}
 }
 
 // BenchmarkUpstreamRequestHeaders is the header set sent to the engine.

@@ -2,10 +2,11 @@
 // hub sends over the tunnel, validates it (headers, published model, JSON
 // body, stream:true), applies the local queue admission check against the
 // hub's x-stargate-expected-queue-ms, forwards it to an engine over plain
-// HTTP, maps the engine's retry signals, and streams the response back one
-// SSE event at a time while feeding the request's observation. The steps
-// and their order are in docs/pylon.md#request-path; the admission rule is
-// in docs/design/statistics.md#queue-admission.
+// HTTP, maps the engine's retry signals, and streams the response back as
+// its SSE events complete (all the events one read finishes, in one write
+// and one flush) while feeding the request's observation event by event.
+// The steps and their order are in docs/pylon.md#request-path; the
+// admission rule is in docs/design/statistics.md#queue-admission.
 //
 // A response it must cut short (an SSE timeout, an oversized event, a
 // broken upstream body, or a send error after the engine connection was

@@ -17,9 +17,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stargate-router/stargate/pkg/headers"
 	"github.com/stargate-router/stargate/pkg/protocol"
+	"github.com/stargate-router/stargate/pylon/internal/jsonscan"
 )
 
 // Endpoint is the class of a request's path, which decides how it is
@@ -50,7 +52,8 @@ type Observation interface {
 	// Headers marks the upstream response head (-> InputProcessing).
 	Headers(status int)
 	// Output reports one output event's payload or a non-SSE body
-	// (-> OutputGeneration on the first one).
+	// (-> OutputGeneration on the first one). chunk is valid only during
+	// the call: it may be a slice of the proxy's read buffer.
 	Output(chunk []byte)
 	// Complete, Fail and Cancel end the observation; the first call wins.
 	Complete()
@@ -339,19 +342,71 @@ func readAll(r io.Reader, declared, limit int64) ([]byte, error) {
 // gateway always asks for a stream and aggregates it for clients that did
 // not.
 func checkBody(endpoint Endpoint, path string, body []byte) string {
-	if len(bytes.TrimSpace(body)) == 0 || !json.Valid(body) {
-		return "request body must be a JSON document"
-	}
+	const notJSON = "request body must be a JSON document"
 	if endpoint != EndpointChat && endpoint != EndpointResponses {
+		if !jsonscan.Valid(body) {
+			return notJSON
+		}
 		return ""
 	}
-	var peek struct {
-		Stream *bool `json:"stream"`
+	var st streamMember
+	valid, plain := jsonscan.ValidMembers(body, st.member)
+	if !valid {
+		return notJSON
 	}
-	if json.Unmarshal(body, &peek) != nil || peek.Stream == nil || !*peek.Stream {
+	if !st.streams(body, plain) {
 		return path + " requests must set stream=true"
 	}
 	return ""
+}
+
+// streamMember reads a body's stream member as decoding it into
+// struct{ Stream *bool `json:"stream"` } would: the last top-level member
+// named stream (in any case) decides, and one of another kind than a
+// boolean or null fails the decoding. It is read in the pass that
+// validates the body, not in a second pass of encoding/json over a prompt
+// that may be megabytes long.
+type streamMember struct {
+	set, wrongKind, nonASCII bool
+}
+
+func (s *streamMember) member(k, v []byte) {
+	switch {
+	case !isASCII(k):
+		s.nonASCII = true
+	case len(k) != len("stream") || !strings.EqualFold(string(k), "stream"):
+	case string(v) == "true":
+		s.set = true
+	case string(v) == "false" || string(v) == "null":
+		s.set = false
+	default:
+		s.wrongKind = true
+	}
+}
+
+// streams reports whether the valid body sets stream to true. A key that
+// is escaped or not ASCII (encoding/json folds some non-ASCII letters onto
+// ASCII ones) leaves the answer to encoding/json.
+func (s *streamMember) streams(body []byte, plain bool) bool {
+	if !plain || s.nonASCII {
+		if body[jsonscan.SkipSpace(body, 0)] != '{' {
+			return false // no object, no stream member
+		}
+		var peek struct {
+			Stream *bool `json:"stream"`
+		}
+		return json.Unmarshal(body, &peek) == nil && peek.Stream != nil && *peek.Stream
+	}
+	return s.set && !s.wrongKind
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // admissionResult is the result label of
@@ -553,8 +608,8 @@ func (px *Proxy) sendFailed(w http.ResponseWriter, r *http.Request, info Request
 }
 
 // respond passes the engine's response head on and then its body: an event
-// stream on chat and responses one event at a time, anything else as it
-// arrives.
+// stream on chat and responses as its events complete, observed event by
+// event, anything else as it arrives.
 func (px *Proxy) respond(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request,
 	resp *http.Response, info RequestInfo, obs Observation, start time.Time) (outcome, bool) {
 	obs.Headers(resp.StatusCode)

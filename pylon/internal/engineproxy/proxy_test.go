@@ -1,7 +1,9 @@
 package engineproxy
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"math"
 	"net/http"
@@ -802,4 +804,42 @@ func TestConfigValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("case-insensitive backend refused: %v", err)
 	}
+}
+
+// refCheckBody is checkBody as encoding/json defines it: the body valid,
+// then decoded for its stream member.
+func refCheckBody(endpoint Endpoint, path string, body []byte) string {
+	if len(bytes.TrimSpace(body)) == 0 || !json.Valid(body) {
+		return "request body must be a JSON document"
+	}
+	if endpoint != EndpointChat && endpoint != EndpointResponses {
+		return ""
+	}
+	var peek struct {
+		Stream *bool `json:"stream"`
+	}
+	if json.Unmarshal(body, &peek) != nil || peek.Stream == nil || !*peek.Stream {
+		return path + " requests must set stream=true"
+	}
+	return ""
+}
+
+// FuzzCheckBody: checkBody answers as refCheckBody does on any body, for
+// chat and for embeddings.
+func FuzzCheckBody(f *testing.F) {
+	for _, s := range []string{
+		``, ` `, `null`, `[]`, `"x"`, `{}`, `{"stream":true}`, `{"stream":false}`, `{"stream":null}`, `{"stream":"true"}`,
+		`{"Stream":true}`, `{"STREAM":true,"stream":false}`, `{"stream":true,"stream":null}`, `{"stream":1,"stream":true}`,
+		`{"\u0073tream":true}`, `{"ſtream":true}`, `{"stream" : true , "model":"m"}`, `{"messages":[{"stream":true}]}`,
+		`{"stream":true,}`, `{"stream":true} x`, `{"a":{"stream":false},"stream":true}`, "{\"\xff\":1,\"stream\":true}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, ep := range []Endpoint{EndpointChat, EndpointEmbeddings} {
+			if got, want := checkBody(ep, "/p", body), refCheckBody(ep, "/p", body); got != want {
+				t.Fatalf("checkBody(%s, %q) = %q, want %q", ep, body, got, want)
+			}
+		}
+	})
 }

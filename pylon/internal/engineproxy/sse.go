@@ -10,14 +10,18 @@ import (
 	"time"
 )
 
-// streamSSE forwards an event stream one event at a time, flushing each,
-// and reports output events to the observation. Events are split at a
-// blank line (LF LF or CRLF CRLF); an unfinished event may hold
-// MaxEventBytes. The first output must come within FirstOutputTimeout and
-// each next one within InterEventTimeout, or the upstream request is
-// cancelled and the request fails. abort is true when the proxy cut the
-// stream short (timeout, oversized event, upstream read error), so the
-// caller resets it instead of ending it cleanly.
+// streamSSE forwards an event stream and reports output events to the
+// observation. Events are split at a blank line (LF LF or CRLF CRLF); an
+// unfinished event may hold MaxEventBytes. Every event one read completes
+// is written at once and flushed once: nothing waits for more bytes, so an
+// event leaves as soon as the read that finished it returns, and events
+// that arrived together leave together, in one HTTP/2 frame and one write
+// on the tunnel instead of one per event. The accounting stays per event.
+// The first output must come within FirstOutputTimeout and each next one
+// within InterEventTimeout, or the upstream request is cancelled and the
+// request fails. abort is true when the proxy cut the stream short
+// (timeout, oversized event, upstream read error), so the caller resets it
+// instead of ending it cleanly.
 func (px *Proxy) streamSSE(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, rc *http.ResponseController,
 	body io.Reader, info RequestInfo, obs Observation, start time.Time, ok2xx bool) (out outcome, abort bool) {
 	var timedOut atomic.Bool
@@ -27,6 +31,9 @@ func (px *Proxy) streamSSE(ctx context.Context, cancel context.CancelFunc, w htt
 	})
 	defer watchdog.Stop()
 
+	// pending holds an unfinished event across reads; a read that ends
+	// on an event boundary, the usual case, is relayed from buf without
+	// a copy.
 	var pending []byte
 	bp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bp)
@@ -34,31 +41,39 @@ func (px *Proxy) streamSSE(ctx context.Context, cancel context.CancelFunc, w htt
 	outputs := 0
 	for {
 		n, err := body.Read(buf)
-		pending = append(pending, buf[:n]...)
-		for {
-			end, sepLen := eventBoundary(pending)
-			if end < 0 {
-				break
-			}
-			ev := pending[:end+sepLen]
-			if _, werr := w.Write(ev); werr != nil {
+		data, from := buf[:n], 0
+		if len(pending) > 0 {
+			// The separator may straddle the reads: look again at the
+			// last three bytes already searched.
+			from = max(len(pending)-3, 0)
+			pending = append(pending, data...)
+			data = pending
+		}
+		done := completeEvents(data, from)
+		if done > 0 {
+			if _, werr := w.Write(data[:done]); werr != nil {
 				return outcomeCancelled, false
 			}
 			if rc.Flush() != nil {
 				return outcomeCancelled, false
 			}
-			// [DONE] is informational: a stream may end without it (the
-			// Responses API does), so only output events matter here.
-			if classify(pending[:end]) == eventOutput {
-				obs.Output(dataOf(pending[:end]))
-				outputs++
-				if outputs == 1 {
-					px.metrics.firstOutput(info, px.cfg.Clock.Since(start))
+			for ev := data[:done]; len(ev) > 0; {
+				end, sepLen := eventBoundary(ev, 0)
+				// [DONE] is informational: a stream may end without it
+				// (the Responses API does), so only output events matter.
+				if classify(ev[:end]) == eventOutput {
+					obs.Output(dataOf(ev[:end]))
+					outputs++
+					if outputs == 1 {
+						px.metrics.firstOutput(info, px.cfg.Clock.Since(start))
+					}
+					watchdog.Reset(px.cfg.InterEventTimeout)
 				}
-				watchdog.Reset(px.cfg.InterEventTimeout)
+				ev = ev[end+sepLen:]
 			}
-			pending = pending[end+sepLen:]
 		}
+		// append copies forward, so the rest may overlap pending.
+		pending = append(pending[:0], data[done:]...)
 		if len(pending) > px.cfg.MaxEventBytes {
 			px.cfg.Log.Warn("upstream SSE event exceeds the buffer limit", "request_id", info.ID, "limit", px.cfg.MaxEventBytes)
 			cancel()
@@ -98,18 +113,39 @@ func (px *Proxy) streamEnded(ctx context.Context, eof, timedOut bool, outputs in
 	return outcomeComplete, false
 }
 
-// eventBoundary finds the end of the first complete event: the index where
-// the blank line starts and the separator's length.
-func eventBoundary(b []byte) (int, int) {
-	lf := bytes.Index(b, []byte("\n\n"))
-	crlf := bytes.Index(b, []byte("\r\n\r\n"))
-	switch {
-	case lf < 0 && crlf < 0:
-		return -1, 0
-	case crlf >= 0 && (lf < 0 || crlf < lf):
-		return crlf, 4
-	default:
-		return lf, 2
+// eventBoundary finds the end of the first complete event that ends at or
+// after from: the index where the blank line starts and the separator's
+// length, or -1. The first separator wins, LF LF or CRLF CRLF, found in
+// one pass over the line feeds: at each LF, a CRLF CRLF starting one byte
+// earlier, then an LF LF starting there.
+func eventBoundary(b []byte, from int) (int, int) {
+	for i := from; i < len(b); {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1, 0
+		}
+		i += j
+		if i+2 < len(b) && i > 0 && b[i-1] == '\r' && b[i+1] == '\r' && b[i+2] == '\n' {
+			return i - 1, 4
+		}
+		if i+1 < len(b) && b[i+1] == '\n' {
+			return i, 2
+		}
+		i++
+	}
+	return -1, 0
+}
+
+// completeEvents returns the length of the complete events at the start
+// of b, where no separator ends before from.
+func completeEvents(b []byte, from int) int {
+	done := 0
+	for {
+		end, sepLen := eventBoundary(b, max(from, done))
+		if end < 0 {
+			return done
+		}
+		done = end + sepLen
 	}
 }
 
@@ -122,28 +158,41 @@ const (
 )
 
 // dataOf joins an event's data: lines with LF. An empty data line counts
-// too (it adds a line break), as in the SSE specification.
+// too (it adds a line break), as in the SSE specification. An event with
+// one data line, the usual case, gives a slice of ev, so it is valid only
+// as long as ev is.
 func dataOf(ev []byte) []byte {
 	var out []byte
-	seen := false
-	for _, line := range bytes.Split(ev, []byte("\n")) {
+	seen, joined := false, false
+	for rest := ev; ; {
+		line, tail, more := bytes.Cut(rest, []byte("\n"))
+		rest = tail
 		line = bytes.TrimSuffix(line, []byte("\r"))
 		if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
 			d = bytes.TrimPrefix(d, []byte(" "))
-			if seen {
-				out = append(out, '\n')
+			switch {
+			case !seen:
+				out = d
+			case !joined:
+				out = append(append(append(make([]byte, 0, len(out)+1+len(d)), out...), '\n'), d...)
+				joined = true
+			default:
+				out = append(append(out, '\n'), d...)
 			}
 			seen = true
-			out = append(out, d...)
+		}
+		if !more {
+			return out
 		}
 	}
-	return out
 }
 
 // classify sorts an event: [DONE] ends the stream; response.created and
 // empty data are bookkeeping; anything else is output, parsed or not.
 func classify(ev []byte) eventKind {
-	for _, line := range bytes.Split(ev, []byte("\n")) {
+	for rest := ev; len(rest) > 0; {
+		line, tail, _ := bytes.Cut(rest, []byte("\n"))
+		rest = tail
 		line = bytes.TrimSpace(line)
 		if name, ok := bytes.CutPrefix(line, []byte("event:")); ok && string(bytes.TrimSpace(name)) == "response.created" {
 			return eventOther
@@ -156,6 +205,9 @@ func classify(ev []byte) eventKind {
 	case string(data) == "[DONE]":
 		return eventDone
 	}
+	if !mayBeCreated(data) {
+		return eventOutput
+	}
 	var typed struct {
 		Type string `json:"type"`
 	}
@@ -163,6 +215,14 @@ func classify(ev []byte) eventKind {
 		return eventOther
 	}
 	return eventOutput
+}
+
+// mayBeCreated reports whether data could be a JSON object whose type is
+// response.created: a value that decodes to that string holds it
+// literally or spells some of it as \u escapes (no shorter escape stands
+// for its letters or its dot). Every other event skips the decoding.
+func mayBeCreated(data []byte) bool {
+	return data[0] == '{' && (bytes.Contains(data, []byte("response.created")) || bytes.Contains(data, []byte(`\u`)))
 }
 
 // serveHealth forwards GET /health (any query) to the engine's health path,

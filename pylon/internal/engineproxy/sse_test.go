@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -512,6 +514,11 @@ func TestClassify(t *testing.T) {
 		{"data: {\"type\":\"response.created\",\"response\":{}}", eventOther},
 		{"data: {\"type\":\"response.in_progress\"}", eventOutput},
 		{"event: response.output_text.delta\ndata: {\"delta\":\"x\"}", eventOutput},
+		{"data: {\"type\":\"response\\u002ecreated\"}", eventOther},
+		{"data: {\"Type\":\"\\u0072esponse.created\"}", eventOther},
+		{"data: {\"type\":\"response.created\",\"type\":\"x\"}", eventOutput},
+		{"data: {\"delta\":\"line\\nbreak \\\"q\\\"\"}", eventOutput},
+		{"data: \"response.created\"", eventOutput},
 	}
 	for _, tc := range cases {
 		if got := classify([]byte(tc.ev)); got != tc.want {
@@ -550,9 +557,12 @@ func TestEventBoundary(t *testing.T) {
 		{"data: x\n\ndata: y\r\n\r\n", 7, 2},
 		{"a\r\n\n", 2, 2},
 		{"\n\n", 0, 2},
+		{"\r\n\r\n", 0, 4},
+		{"a\n\r\n\r\n", 2, 4},
+		{"a\r\n\r\r\n\n", 5, 2},
 	}
 	for _, tc := range cases {
-		end, sep := eventBoundary([]byte(tc.in))
+		end, sep := eventBoundary([]byte(tc.in), 0)
 		if end != tc.end || sep != tc.sep {
 			t.Errorf("eventBoundary(%q) = %d, %d; want %d, %d", tc.in, end, sep, tc.end, tc.sep)
 		}
@@ -570,6 +580,8 @@ var sseSeeds = []string{
 	"data:[DONE]\r\n\r\n",
 	"data: x\r\n\r\r\n\ndata:  y\r\ndata:\n\n",
 	" event: response.created \ndata: z\n\ndata: {\"type\":\"Response.created\"}\n\n",
+	"data: {\"TYPE\":\"response\\u002ecreated\"}\n\ndata: {\"type\":\"\\u0072esponse.created\",\"x\":\"a\\nb\"}\n\n",
+	"data: {\"type\":\"response.created\",\"type\":1}\n\ndata: {\"delta\":\"a\\\"b\\n\"}\n\n",
 }
 
 // refEvent is one event of a stream as refSplitSSE cuts it.
@@ -649,7 +661,7 @@ func FuzzSSESplit(f *testing.F) {
 		var joined []byte
 		rest := data
 		for i := 0; ; i++ {
-			end, sep := eventBoundary(rest)
+			end, sep := eventBoundary(rest, 0)
 			if end < 0 {
 				break
 			}
@@ -799,3 +811,78 @@ func (r *recordingObs) Output(chunk []byte) {
 func (r *recordingObs) Complete() {}
 func (r *recordingObs) Fail()     {}
 func (r *recordingObs) Cancel()   {}
+
+// writeLog is a ResponseWriter that records each write and flush.
+type writeLog struct {
+	h   http.Header
+	ops []string // "w:<bytes>" or "flush"
+}
+
+func (w *writeLog) Header() http.Header { return w.h }
+func (w *writeLog) Write(p []byte) (int, error) {
+	w.ops = append(w.ops, "w:"+string(p))
+	return len(p), nil
+}
+func (w *writeLog) WriteHeader(int) {}
+func (w *writeLog) Flush()          { w.ops = append(w.ops, "flush") }
+
+// scriptedReader returns its reads in order, then io.EOF, recording what
+// the writer had received when each read was made.
+type scriptedReader struct {
+	reads []string
+	w     *writeLog
+	seen  [][]string
+}
+
+func (r *scriptedReader) Read(p []byte) (int, error) {
+	r.seen = append(r.seen, slices.Clone(r.w.ops))
+	if len(r.reads) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.reads[0])
+	r.reads = r.reads[1:]
+	return n, nil
+}
+
+// TestSSEOneFlushPerRead: the events one read completes leave in one write
+// and one flush before the next read (nothing waits for more bytes), an
+// event finished by a later read leaves with that read, and every output
+// event is still observed on its own.
+func TestSSEOneFlushPerRead(t *testing.T) {
+	ev := func(s string) string { return `data: {"choices":[{"delta":{"content":"` + s + `"}}]}` + "\n\n" }
+	w := &writeLog{h: http.Header{}}
+	r := &scriptedReader{w: w, reads: []string{
+		ev("a") + ev("b") + "data: [DONE]\r\n\r\n" + ev("c")[:10],
+		ev("c")[10:] + ev("d")[:len(ev("d"))-1],
+		"\n",
+	}}
+	clk := clock.NewFake(epoch)
+	px := &Proxy{cfg: Config{Clock: clk, Log: slog.New(slog.DiscardHandler), MaxEventBytes: 1 << 20,
+		FirstOutputTimeout: time.Hour, InterEventTimeout: time.Hour}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	obs := &recordingObs{}
+	out, abort := px.streamSSE(ctx, cancel, w, http.NewResponseController(w), r, RequestInfo{}, obs, clk.Now(), true)
+	if out != outcomeComplete || abort {
+		t.Fatalf("outcome %v abort %v", out, abort)
+	}
+	want := [][]string{
+		nil,
+		{"w:" + ev("a") + ev("b") + "data: [DONE]\r\n\r\n", "flush"},
+		{"w:" + ev("a") + ev("b") + "data: [DONE]\r\n\r\n", "flush", "w:" + ev("c"), "flush"},
+		{"w:" + ev("a") + ev("b") + "data: [DONE]\r\n\r\n", "flush", "w:" + ev("c"), "flush", "w:" + ev("d"), "flush"},
+	}
+	if !reflect.DeepEqual(r.seen, want) {
+		t.Fatalf("writer before each read:\n%q\nwant\n%q", r.seen, want)
+	}
+	var got []string
+	for _, o := range obs.outputs {
+		got = append(got, string(o))
+	}
+	if wantOut := []string{
+		`{"choices":[{"delta":{"content":"a"}}]}`, `{"choices":[{"delta":{"content":"b"}}]}`,
+		`{"choices":[{"delta":{"content":"c"}}]}`, `{"choices":[{"delta":{"content":"d"}}]}`,
+	}; !slices.Equal(got, wantOut) {
+		t.Fatalf("outputs %q, want %q", got, wantOut)
+	}
+}

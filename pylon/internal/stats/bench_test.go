@@ -25,6 +25,21 @@ func BenchmarkObserverOutput(b *testing.B) {
 	}
 }
 
+// BenchmarkObserverOutputStreamMeasured is Output for a request whose
+// engine is measured by its stats stream, the usual case.
+func BenchmarkObserverOutputStreamMeasured(b *testing.B) {
+	h := newHarness(b, Config{StreamMode: ModeAuto})
+	h.c.AddModel(model)
+	h.line(`{"v":1,"type":"ping"}`)
+	o := h.c.Begin(RequestInfo{ID: "a", Model: model, Endpoint: EndpointChat, InputTokens: 100})
+	o.Headers(200)
+	chunk := contentChunk(" how")
+	b.ReportAllocs()
+	for b.Loop() {
+		o.Output(chunk)
+	}
+}
+
 func BenchmarkStats1000Live(b *testing.B) {
 	h := newHarness(b, Config{StreamMode: ModeOff, InitialInputTPS: 2000})
 	h.c.AddModel(model)

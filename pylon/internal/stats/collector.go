@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -54,6 +55,11 @@ type Collector struct {
 	changed chan struct{}
 	running atomic.Bool
 	ids     atomic.Uint64
+	// streamSeen is per engine: its stats stream has sent a valid event,
+	// so the OpenAI fallback can no longer take over its requests
+	// (runEngineStream enables it only before one); until a fallback
+	// does, their output chunks feed no statistic and are not parsed.
+	streamSeen []atomic.Bool
 
 	mu       sync.Mutex
 	seq      uint64
@@ -141,6 +147,8 @@ func New(cfg Config) (*Collector, error) {
 		reqs:     make(map[string]*reqTrack),
 		fallback: make([]bool, len(engines)),
 		kvFailed: make([]bool, len(engines)),
+
+		streamSeen: make([]atomic.Bool, len(engines)),
 	}
 	for i, base := range engines {
 		c.streamURLs = append(c.streamURLs, base+cfg.StreamPath)
@@ -543,26 +551,27 @@ func (c *Collector) applyCountersLocked(t *reqTrack, source throughputSource, in
 // only for the engine its request was dispatched to, so two engines that
 // saw the same id (a retried or reused id) cannot mix their counters.
 func (c *Collector) handleEvent(engine int, ev engineEvent) {
-	if strings.HasPrefix(ev.requestID, CalibrationPrefix) {
+	if bytes.HasPrefix(ev.requestID, []byte(CalibrationPrefix)) {
 		c.m.invalidEvent(ReasonCalibration)
 		return
 	}
 	now := c.clk.Now()
 	c.mu.Lock()
-	t := c.reqs[ev.requestID]
+	t := c.reqs[string(ev.requestID)]
 	if t == nil {
-		if g := c.resolveCanaryLocked(ev.requestID); g != nil {
+		id := string(ev.requestID)
+		if g := c.resolveCanaryLocked(id); g != nil {
 			t = &reqTrack{gen: g, engine: engine, lastSeen: now}
-			c.reqs[ev.requestID] = t
+			c.reqs[id] = t
 		}
 	}
 	reason := ReasonUnknownRequest
 	if t != nil && !t.gen.retired && t.engine == engine {
-		reason = c.applyCountersLocked(t, sourceEngine, ev.processed, ev.generated, ev.finished, now)
+		reason = c.applyCountersLocked(t, sourceEngine, ev.processed.ptr(), ev.generated.ptr(), ev.finished, now)
 	}
 	c.mu.Unlock()
 	if reason != "" {
-		c.log.Debug("dropping engine stats event", "request_id", ev.requestID, "model", ev.model, "reason", reason)
+		c.log.Debug("dropping engine stats event", "request_id", string(ev.requestID), "model", string(ev.model), "reason", reason)
 		c.m.invalidEvent(reason)
 	}
 }
@@ -574,6 +583,7 @@ func (c *Collector) enableFallback(engine int) {
 	c.mu.Lock()
 	was := c.fallback[engine]
 	c.fallback[engine] = true
+	c.streamSeen[engine].Store(false)
 	c.mu.Unlock()
 	if !was {
 		c.log.Warn("engine stats stream unsupported; using OpenAI fallback observation", "url", c.streamURLs[engine])
@@ -596,6 +606,19 @@ func (c *Collector) EngineFallbackActive(engine int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return engine >= 0 && engine < len(c.fallback) && c.fallback[engine]
+}
+
+// noteStreamEvent records that engine's stats stream sent a valid event.
+func (c *Collector) noteStreamEvent(engine int) {
+	if engine >= 0 && engine < len(c.streamSeen) && !c.streamSeen[engine].Load() {
+		c.streamSeen[engine].Store(true)
+	}
+}
+
+// streamMeasured reports whether engine's requests are measured from its
+// stats stream for good, so their output chunks need no token count.
+func (c *Collector) streamMeasured(engine int) bool {
+	return engine >= 0 && engine < len(c.streamSeen) && c.streamSeen[engine].Load()
 }
 
 // fallbackLocked reports whether engine is in fallback mode.

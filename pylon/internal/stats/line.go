@@ -3,7 +3,9 @@ package stats
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
+	"unicode/utf8"
+
+	"github.com/stargate-router/stargate/pylon/internal/jsonscan"
 )
 
 // Invalid-event reasons of pylon_engine_stats_stream_invalid_events_total.
@@ -51,13 +53,31 @@ const (
 )
 
 // engineEvent is a validated stats event. Counters are cumulative per
-// request; nil means the event did not carry that counter.
+// request.
 type engineEvent struct {
-	requestID string
-	model     string
-	processed *uint64
-	generated *uint64
+	// requestID and model are trimmed, and usually slices of the line:
+	// valid only while the line is handled, so a line allocates no
+	// strings for them.
+	requestID []byte
+	model     []byte
+	processed count
+	generated count
 	finished  bool
+}
+
+// count is a counter an event may carry. It is a value, not a pointer, so
+// a parsed line allocates no counters: the engine sends a line per token.
+type count struct {
+	n  uint64
+	ok bool // the event carried it
+}
+
+// ptr is the counter as applyCountersLocked takes it: nil when absent.
+func (c *count) ptr() *uint64 {
+	if !c.ok {
+		return nil
+	}
+	return &c.n
 }
 
 // parseLine validates one line, without its LF or CRLF. It classifies every
@@ -74,7 +94,7 @@ func parseLine(line []byte) (lineKind, engineEvent, string) {
 		return lineBlank, engineEvent{}, ""
 	}
 	if trimmed[0] != '{' {
-		if json.Valid(trimmed) {
+		if jsonscan.Valid(trimmed) {
 			return lineInvalid, engineEvent{}, ReasonNotObject
 		}
 		return lineInvalid, engineEvent{}, ReasonJSON
@@ -83,18 +103,18 @@ func parseLine(line []byte) (lineKind, engineEvent, string) {
 	if !ok {
 		return lineInvalid, engineEvent{}, ReasonJSON
 	}
-	v, ok := obj["v"]
+	v, ok := obj.get(keyV)
 	if !ok {
 		return lineInvalid, engineEvent{}, ReasonMissingField
 	}
 	if string(bytes.TrimSpace(v)) != "1" {
 		return lineInvalid, engineEvent{}, ReasonVersion
 	}
-	rawType, ok := obj["type"]
+	rawType, ok := obj.get(keyType)
 	if !ok {
 		return lineInvalid, engineEvent{}, ReasonMissingField
 	}
-	typ, ok := rawString(rawType)
+	typ, ok := lineType(rawType)
 	if !ok {
 		return lineInvalid, engineEvent{}, ReasonField
 	}
@@ -107,19 +127,19 @@ func parseLine(line []byte) (lineKind, engineEvent, string) {
 	}
 	var ev engineEvent
 	var reason string
-	if ev.requestID, reason = requiredID(obj, "request_id"); reason != "" {
+	if ev.requestID, reason = requiredID(&obj, keyRequestID); reason != "" {
 		return lineInvalid, engineEvent{}, reason
 	}
-	if ev.model, reason = requiredID(obj, "model"); reason != "" {
+	if ev.model, reason = requiredID(&obj, keyModel); reason != "" {
 		return lineInvalid, engineEvent{}, reason
 	}
-	if ev.processed, ok = optionalCounter(obj, "tokens_processed"); !ok {
+	if ev.processed, ok = optionalCounter(&obj, keyProcessed); !ok {
 		return lineInvalid, engineEvent{}, ReasonField
 	}
-	if ev.generated, ok = optionalCounter(obj, "tokens_generated"); !ok {
+	if ev.generated, ok = optionalCounter(&obj, keyGenerated); !ok {
 		return lineInvalid, engineEvent{}, ReasonField
 	}
-	if raw, present := obj["finished"]; present {
+	if raw, present := obj.get(keyFinished); present {
 		switch string(bytes.TrimSpace(raw)) {
 		case "true":
 			ev.finished = true
@@ -128,54 +148,104 @@ func parseLine(line []byte) (lineKind, engineEvent, string) {
 			return lineInvalid, engineEvent{}, ReasonField
 		}
 	}
-	if ev.processed == nil && ev.generated == nil && !ev.finished {
+	if !ev.processed.ok && !ev.generated.ok && !ev.finished {
 		return lineInvalid, engineEvent{}, ReasonEmptyStats
 	}
 	return lineStats, ev, ""
 }
 
-// lineKeys are the members parseLine reads; lineObject keeps only these.
-var lineKeys = []string{"v", "type", "request_id", "model", "tokens_processed", "tokens_generated", "finished"}
+// lineType reads the type member, without converting the two types a
+// line has in practice to a new string.
+func lineType(raw []byte) (string, bool) {
+	switch string(raw) {
+	case `"stats"`:
+		return "stats", true
+	case `"ping"`:
+		return "ping", true
+	}
+	return rawString(raw)
+}
+
+// lineKeys are the members parseLine reads, indexed by the key constants.
+var lineKeys = [...]string{"v", "type", "request_id", "model", "tokens_processed", "tokens_generated", "finished"}
+
+// Indexes into lineKeys and lineMembers.
+const (
+	keyV = iota
+	keyType
+	keyRequestID
+	keyModel
+	keyProcessed
+	keyGenerated
+	keyFinished
+)
+
+// lineMembers holds the raw value of each member parseLine reads, nil
+// when the line does not have it (a present value is never empty).
+type lineMembers [len(lineKeys)][]byte
+
+func (m *lineMembers) get(key int) ([]byte, bool) { return m[key], m[key] != nil }
 
 // lineObject decodes a line that starts with '{' into its members, as
 // json.Unmarshal into a map would for the keys parseLine reads: ok is
 // false for invalid JSON, and the last of duplicate keys wins. The engine
 // sends lines for every request, so the members are read in place rather
-// than decoded (a map entry and a value copy for every key); a key with
-// escapes, whose decoded name only encoding/json knows, falls back to it.
-func lineObject(line []byte) (map[string]json.RawMessage, bool) {
-	if !json.Valid(line) {
-		return nil, false
-	}
-	obj := make(map[string]json.RawMessage, len(lineKeys))
-	if eachMember(line, func(k, v []byte) {
-		for _, name := range lineKeys {
+// than decoded (a map, its entries and a value copy for every key); a key
+// with escapes, whose decoded name only encoding/json knows, falls back to
+// it.
+func lineObject(line []byte) (lineMembers, bool) {
+	var obj lineMembers
+	valid, plain := jsonscan.ValidMembers(line, func(k, v []byte) {
+		for i, name := range lineKeys {
 			if string(k) == name {
-				obj[name] = v
+				obj[i] = v
 				return
 			}
 		}
-	}) {
+	})
+	if !valid {
+		return lineMembers{}, false
+	}
+	if plain {
 		return obj, true
 	}
-	clear(obj)
-	return obj, json.Unmarshal(line, &obj) == nil
+	var m map[string]json.RawMessage
+	if json.Unmarshal(line, &m) != nil {
+		return lineMembers{}, false
+	}
+	obj = lineMembers{}
+	for i, name := range lineKeys {
+		if v, ok := m[name]; ok {
+			obj[i] = v
+		}
+	}
+	return obj, true
 }
 
 // requiredID reads a required string that must be non-empty after
-// trimming; it returns the trimmed value or the failure reason.
-func requiredID(obj map[string]json.RawMessage, key string) (string, string) {
-	raw, ok := obj[key]
+// trimming; it returns the trimmed value or the failure reason. A string
+// without escapes is returned in place.
+func requiredID(obj *lineMembers, key int) ([]byte, string) {
+	raw, ok := obj.get(key)
 	if !ok {
-		return "", ReasonMissingField
+		return nil, ReasonMissingField
 	}
-	s, ok := rawString(raw)
-	if !ok {
-		return "", ReasonField
+	var s []byte
+	if len(raw) >= 2 && raw[0] == '"' {
+		if body := raw[1 : len(raw)-1]; bytes.IndexByte(body, '\\') < 0 && bytes.IndexByte(body, '"') < 0 && utf8.Valid(body) {
+			s = body
+		}
 	}
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return "", ReasonField
+	if s == nil {
+		decoded, ok := rawString(raw)
+		if !ok {
+			return nil, ReasonField
+		}
+		s = []byte(decoded)
+	}
+	s = bytes.TrimSpace(s)
+	if len(s) == 0 {
+		return nil, ReasonField
 	}
 	return s, ""
 }
@@ -185,18 +255,17 @@ func requiredID(obj map[string]json.RawMessage, key string) (string, string) {
 // number, a string, null, or a value above MaxCounterTokens: no request
 // has that many tokens, and a sample measured from it would publish an
 // impossible throughput).
-func optionalCounter(obj map[string]json.RawMessage, key string) (*uint64, bool) {
-	raw, present := obj[key]
+func optionalCounter(obj *lineMembers, key int) (count, bool) {
+	raw, present := obj.get(key)
 	if !present {
-		return nil, true
+		return count{}, true
 	}
 	raw = bytes.TrimSpace(raw)
 	if string(raw) == "-0" { // a JSON integer; upstream Stargate reads it as 0, so do we
-		zero := uint64(0)
-		return &zero, true
+		return count{ok: true}, true
 	}
 	if v, ok := rawU64(raw); ok && v <= MaxCounterTokens { // ParseUint rejects 1.5, 1e3 and -1
-		return &v, true
+		return count{n: v, ok: true}, true
 	}
-	return nil, false
+	return count{}, false
 }

@@ -68,12 +68,12 @@ func TestParseLineClassifiesEveryReason(t *testing.T) {
 func TestParseLineFields(t *testing.T) {
 	t.Parallel()
 	_, ev, _ := parseLine([]byte(`{"v":1,"type":"stats","request_id":" r ","model":" m ","tokens_processed":4096,"tokens_generated":128,"finished":true}`))
-	if ev.requestID != "r" || ev.model != "m" || ev.processed == nil || *ev.processed != 4096 ||
-		ev.generated == nil || *ev.generated != 128 || !ev.finished {
+	if string(ev.requestID) != "r" || string(ev.model) != "m" || ev.processed != (count{4096, true}) ||
+		ev.generated != (count{128, true}) || !ev.finished {
 		t.Fatalf("event %+v", ev)
 	}
 	_, ev, _ = parseLine([]byte(`{"v":1,"type":"stats","request_id":"r","model":"m","tokens_processed":7}`))
-	if ev.generated != nil || ev.finished || *ev.processed != 7 {
+	if ev.generated.ok || ev.finished || ev.processed != (count{7, true}) {
 		t.Fatalf("event %+v", ev)
 	}
 }
@@ -126,14 +126,12 @@ func FuzzParseLine(f *testing.F) {
 		if kind != lineStats {
 			return
 		}
-		if ev.requestID != want.ev.requestID || ev.model != want.ev.model || ev.finished != want.ev.finished ||
-			!sameCounter(ev.processed, want.ev.processed) || !sameCounter(ev.generated, want.ev.generated) {
+		if !bytes.Equal(ev.requestID, want.ev.requestID) || !bytes.Equal(ev.model, want.ev.model) || ev.finished != want.ev.finished ||
+			ev.processed != want.ev.processed || ev.generated != want.ev.generated {
 			t.Fatalf("parseLine(%q) = %+v; the rules say %+v", line, ev, want.ev)
 		}
 	})
 }
-
-func sameCounter(a, b *uint64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 
 // refLine is what refParseLine says about a line.
 type refLine struct {
@@ -196,7 +194,7 @@ func refParseLine(line []byte) refLine {
 	var ev engineEvent
 	for _, id := range []struct {
 		key string
-		dst *string
+		dst *[]byte
 	}{{"request_id", &ev.requestID}, {"model", &ev.model}} {
 		raw, ok := obj[id.key]
 		if !ok {
@@ -206,11 +204,11 @@ func refParseLine(line []byte) refLine {
 		if json.Unmarshal(raw, &s) != nil || s == nil || strings.TrimSpace(*s) == "" {
 			return invalid(ReasonField)
 		}
-		*id.dst = strings.TrimSpace(*s)
+		*id.dst = []byte(strings.TrimSpace(*s))
 	}
 	for _, c := range []struct {
 		key string
-		dst **uint64
+		dst *count
 	}{{"tokens_processed", &ev.processed}, {"tokens_generated", &ev.generated}} {
 		raw, ok := obj[c.key]
 		if !ok {
@@ -223,7 +221,7 @@ func refParseLine(line []byte) refLine {
 		case json.Unmarshal(raw, &n) != nil || n == nil || *n > MaxCounterTokens:
 			return invalid(ReasonField)
 		}
-		*c.dst = n
+		*c.dst = count{n: *n, ok: true}
 	}
 	if raw, ok := obj["finished"]; ok {
 		var b *bool
@@ -232,7 +230,7 @@ func refParseLine(line []byte) refLine {
 		}
 		ev.finished = *b
 	}
-	if ev.processed == nil && ev.generated == nil && !ev.finished {
+	if !ev.processed.ok && !ev.generated.ok && !ev.finished {
 		return invalid(ReasonEmptyStats)
 	}
 	return refLine{kind: lineStats, ev: ev}

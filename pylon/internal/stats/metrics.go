@@ -13,6 +13,11 @@ import (
 // snapshotCollector, so a retired model's series disappear with it. A nil
 // *metrics records nothing.
 type metrics struct {
+	// statsEvents and pings are events' two series, resolved once: the
+	// engine sends an event per token, and a label lookup hashes the
+	// label each time.
+	statsEvents, pings prometheus.Counter
+
 	events      *prometheus.CounterVec
 	invalid     *prometheus.CounterVec
 	reconnects  *prometheus.CounterVec
@@ -57,9 +62,7 @@ func newMetrics(reg prometheus.Registerer, c *Collector) (*metrics, error) {
 	for _, r := range reconnectReasons {
 		m.reconnects.WithLabelValues(r)
 	}
-	for _, t := range []string{"stats", "ping"} {
-		m.events.WithLabelValues(t)
-	}
+	m.statsEvents, m.pings = m.events.WithLabelValues("stats"), m.events.WithLabelValues("ping")
 	if c.cfg.StreamMode != ModeOff {
 		m.connectedG.WithLabelValues(c.cfg.StreamMode).Set(0)
 	}
@@ -75,7 +78,13 @@ func newMetrics(reg prometheus.Registerer, c *Collector) (*metrics, error) {
 }
 
 func (m *metrics) event(typ string) {
-	if m != nil {
+	switch {
+	case m == nil:
+	case typ == "stats":
+		m.statsEvents.Inc()
+	case typ == "ping":
+		m.pings.Inc()
+	default:
 		m.events.WithLabelValues(typ).Inc()
 	}
 }

@@ -2,6 +2,7 @@ package stats
 
 import (
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -87,6 +88,10 @@ type Observer struct {
 	info        RequestInfo
 	calibration bool
 
+	// dispatched mirrors engine for Output, which decides outside the
+	// lock whether a chunk's tokens are counted.
+	dispatched atomic.Int32
+
 	// Guarded by c.mu.
 	gen           *generation // nil: inert
 	track         *reqTrack
@@ -140,6 +145,7 @@ func (o *Observer) Dispatched(engine int) {
 	if o == nil {
 		return
 	}
+	o.dispatched.Store(int32(engine))
 	o.c.mu.Lock()
 	defer o.c.mu.Unlock()
 	o.engine = engine
@@ -191,19 +197,25 @@ func (o *Observer) Headers(status int) {
 }
 
 // Output records one SSE data payload, or the whole body of a non-SSE
-// response. The first output moves the request to OutputGeneration.
+// response; chunk is not kept after the call. The first output moves the
+// request to OutputGeneration.
 // "[DONE]", empty payloads and response.created events are not output and
 // are ignored. Tokens come from the first explicit counter found
 // (usage.completion_tokens, output_tokens_so_far,
 // response.usage.output_tokens; cumulative, never decreasing) or, until one
 // has been seen, from the whitespace-separated words of
 // choices[].delta.content and of a top-level string delta
-// (docs/design/statistics.md#openai-fallback).
+// (docs/design/statistics.md#openai-fallback). Tokens feed statistics
+// only in fallback mode and for calibration, so a chunk is not parsed when
+// the request's engine is measured by its stats stream for good.
 func (o *Observer) Output(chunk []byte) {
 	if o == nil || !isOutputPayload(chunk) {
 		return
 	}
-	ct := parseChunk(chunk)
+	var ct chunkTokens
+	if o.calibration || !o.c.streamMeasured(int(o.dispatched.Load())) {
+		ct = parseChunk(chunk)
+	}
 	now := o.c.clk.Now()
 	o.c.mu.Lock()
 	defer o.c.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/stargate-router/stargate/pylon/internal/jsonscan"
 )
 
 // chunkTokens is what one response chunk says about output tokens
@@ -32,8 +34,10 @@ func isOutputPayload(p []byte) bool {
 		return false
 	}
 	// Only an object that names response.created needs decoding; one with
-	// an escape might spell it in escapes.
-	if p[0] != '{' || (!bytes.Contains(p, []byte("response.created")) && bytes.IndexByte(p, '\\') < 0) {
+	// a \u escape might spell it in escapes (no shorter escape stands for
+	// its letters or its dot), so a line break or a quote in the text does
+	// not send a chunk to encoding/json.
+	if p[0] != '{' || (!bytes.Contains(p, []byte("response.created")) && !bytes.Contains(p, []byte(`\u`))) {
 		return true
 	}
 	var head struct {
@@ -93,8 +97,8 @@ func parseChunk(p []byte) chunkTokens {
 		}
 	}
 	out := chunkTokens{words: words}
-	if s, ok := rawString(c.Delta); ok {
-		out.words += countWords(s)
+	if n, ok := rawWords(c.Delta); ok {
+		out.words += n
 	}
 	return out
 }
@@ -126,13 +130,10 @@ func decodeChunk(p []byte) (c chunkShape, words uint64, ok bool) {
 // on a repeated choices or delta, which encoding/json merges into the
 // first one's values.
 func scanChunk(p []byte) (c chunkShape, words uint64, ok bool) {
-	if !json.Valid(p) {
-		return chunkShape{}, 0, false
-	}
 	ok = true
 	var choices []byte
 	nChoices := 0
-	if !eachMember(p, func(k, v []byte) {
+	valid, plain := jsonscan.ValidMembers(p, func(k, v []byte) {
 		switch {
 		case !isASCII(k):
 			ok = false
@@ -148,16 +149,17 @@ func scanChunk(p []byte) (c chunkShape, words uint64, ok bool) {
 			choices = v
 			nChoices++
 		}
-	}) && p[skipSpace(p, 0)] == '{' {
+	})
+	if !valid || (!plain && p[jsonscan.SkipSpace(p, 0)] == '{') {
 		return chunkShape{}, 0, false
 	}
 	if !ok || nChoices > 1 {
 		return chunkShape{}, 0, false
 	}
-	eachElement(choices, func(choice []byte) {
+	jsonscan.EachElement(choices, func(choice []byte) {
 		var delta []byte
 		nDelta := 0
-		if !eachMember(choice, func(k, v []byte) {
+		if !jsonscan.EachMember(choice, func(k, v []byte) {
 			switch {
 			case !isASCII(k):
 				ok = false
@@ -169,7 +171,7 @@ func scanChunk(p []byte) (c chunkShape, words uint64, ok bool) {
 			ok = false
 		}
 		var content []byte
-		if !eachMember(delta, func(k, v []byte) {
+		if !jsonscan.EachMember(delta, func(k, v []byte) {
 			switch {
 			case !isASCII(k):
 				ok = false
@@ -182,8 +184,8 @@ func scanChunk(p []byte) (c chunkShape, words uint64, ok bool) {
 		if nDelta > 1 {
 			ok = false
 		}
-		if s, sok := rawString(content); sok {
-			words += countWords(s)
+		if n, sok := rawWords(content); sok {
+			words += n
 		}
 	})
 	if !ok {
@@ -223,14 +225,14 @@ func foldEqual(k []byte, name string) bool {
 // object.
 func rawFieldU64(obj json.RawMessage, key string) (uint64, bool) {
 	obj = bytes.TrimSpace(obj)
-	if len(obj) == 0 || obj[0] != '{' || !json.Valid(obj) {
+	if len(obj) == 0 || obj[0] != '{' || !jsonscan.Valid(obj) {
 		return 0, false
 	}
 	// Decoding the object into a map, as this did, allocated the map and a
 	// copy of every value on each response; reading it in place finds the
 	// same value (the last of duplicate keys, as in a map).
 	var val []byte
-	if !eachMember(obj, func(k, v []byte) {
+	if !jsonscan.EachMember(obj, func(k, v []byte) {
 		if string(k) == key {
 			val = v
 		}
@@ -269,6 +271,32 @@ func rawString(raw json.RawMessage) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// rawWords counts the words of a JSON string; ok is false for any other
+// value. A string without escapes is counted where it lies: the engine
+// sends one per token.
+func rawWords(raw json.RawMessage) (uint64, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) >= 2 && raw[0] == '"' {
+		if body := raw[1 : len(raw)-1]; bytes.IndexByte(body, '\\') < 0 && bytes.IndexByte(body, '"') < 0 && utf8.Valid(body) {
+			n, in := uint64(0), false
+			for _, r := range string(body) { // ranging over the conversion does not copy
+				if unicode.IsSpace(r) {
+					in = false
+				} else if !in {
+					n++
+					in = true
+				}
+			}
+			return n, true
+		}
+	}
+	s, ok := rawString(raw)
+	if !ok {
+		return 0, false
+	}
+	return countWords(s), true
 }
 
 // countWords counts maximal runs of non-whitespace, as strings.Fields would,

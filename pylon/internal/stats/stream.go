@@ -137,9 +137,11 @@ func (c *Collector) handleEngineLine(engine int, line []byte, validSeen *bool) {
 		c.m.invalidEvent(reason)
 	case linePing:
 		*validSeen = true
+		c.noteStreamEvent(engine)
 		c.m.event("ping")
 	case lineStats:
 		*validSeen = true
+		c.noteStreamEvent(engine)
 		c.m.event("stats")
 		c.handleEvent(engine, ev)
 	}

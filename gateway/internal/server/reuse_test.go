@@ -1,0 +1,83 @@
+package server
+
+import (
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stargate-router/stargate/gateway/internal/hubclient"
+)
+
+// endTrackingBody is a hub body whose events come in one read and whose
+// end (io.EOF) comes in the next, as the last chunk of a chunked body
+// often arrives after the [DONE] event; it records whether it was closed
+// before its end was read.
+type endTrackingBody struct {
+	mu          sync.Mutex
+	rest        string
+	atEOF       bool
+	closedEarly bool
+}
+
+func (b *endTrackingBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rest == "" {
+		b.atEOF = true
+		return 0, io.EOF
+	}
+	n := copy(p, b.rest)
+	b.rest = b.rest[n:]
+	return n, nil
+}
+
+func (b *endTrackingBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closedEarly = b.closedEarly || !b.atEOF
+	return nil
+}
+
+// endTrackingHub answers every request with an endTrackingBody.
+type endTrackingHub struct {
+	mu     sync.Mutex
+	bodies []*endTrackingBody
+}
+
+func (h *endTrackingHub) RoundTrip(r *http.Request) (*http.Response, error) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	b := &endTrackingBody{rest: "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"}
+	h.mu.Lock()
+	h.bodies = append(h.bodies, b)
+	h.mu.Unlock()
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: b, Request: r}, nil
+}
+
+// TestAggregatedAnswerReadsHubBodyToItsEnd: a JSON client's answer is
+// aggregated from the hub's stream, and the hub body is read to its end
+// before it is closed, even when that end comes after [DONE]: net/http
+// closes the connection of a body closed early, and the next request
+// would dial the hub again.
+func TestAggregatedAnswerReadsHubBodyToItsEnd(t *testing.T) {
+	hub := &endTrackingHub{}
+	u, _ := url.Parse("http://hub.test")
+	h := newHarness(t, opts{pool: hubclient.NewWithTransport(u, hub, "")})
+	resp, b := h.post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(b, `"content":"hi"`) {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	if len(hub.bodies) != 1 {
+		t.Fatalf("%d hub requests, want 1", len(hub.bodies))
+	}
+	b0 := hub.bodies[0]
+	b0.mu.Lock()
+	defer b0.mu.Unlock()
+	if b0.closedEarly {
+		t.Fatal("the hub body was closed before its end was read")
+	}
+}
