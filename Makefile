@@ -8,7 +8,7 @@ MODULES       := pkg gateway hub pylon
 # Tool modules outside go.work (their dependencies, helm and k8s.io among
 # them, must not join the services' build list): linted like the others,
 # with GOWORK=off.
-TOOL_MODULES  := tools/charts tools/obs tools/uie2e
+TOOL_MODULES  := tools/charts tools/obs
 BIN           := $(CURDIR)/bin
 VERSION       ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS       := -X main.version=$(VERSION)
@@ -237,15 +237,16 @@ OVERLOAD_FACTOR ?= 2
 overload: build
 	cd pkg && $(GO) run ./internal/cmd/overload -bin $(BIN) -duration $(OVERLOAD_DURATION) -factor $(OVERLOAD_FACTOR) -out $(CURDIR)/results/overload-$$(date -u +%Y%m%dT%H%M%SZ) $(OVERLOAD_FLAGS)
 
-## ui-e2e: a real-browser test of the hub's live routing page (tools/uie2e): a demo stack with a workload
+## ui-e2e: a real-browser test of the hub's live routing page (tools/obs/cmd/uie2e): a demo stack with a workload
 ## whose sessions escape and follow, then headless Chromium (Debian's chromium, installed by
 ## scripts/need-chromium when /usr/bin/chromium is missing; never downloaded) loads /ui on the hub's admin
 ## listener; every cluster of /debug/state, an escaped-and-followed session and the content-prefix panel must
-## show, with no console error; tools/uie2e's own tests run first; screenshots, the demo's output and
+## show, with no console error; its packages' own tests run first; screenshots, the demo's output and
 ## Chromium's log go to results/ui-e2e-<UTC time> (part of make test: about 30 s, 11 s more to install Chromium)
 ui-e2e: build
 	@scripts/need-chromium
-	cd tools/uie2e && GOWORK=off $(GO) test -count=1 ./... && GOWORK=off $(GO) build -o $(BIN)/uie2e ./cmd/uie2e
+	cd tools/obs && GOWORK=off $(GO) test -count=1 ./cmd/uie2e/ ./internal/pagecheck/ ./internal/routeview/ ./internal/demostack/ && \
+		GOWORK=off $(GO) build -o $(BIN)/uie2e ./cmd/uie2e
 	$(BIN)/uie2e -bin $(BIN) -out $(CURDIR)/results/ui-e2e-$$(date -u +%Y%m%dT%H%M%SZ)
 
 ## bench-path: the request path tier by tier against relay-floor hops (bin/baseline-proxy): fresh processes

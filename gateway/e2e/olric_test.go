@@ -181,8 +181,8 @@ func windowOf(sent, received time.Time, reset string) (int64, error) {
 	return end/minute - 1, nil
 }
 
-// TestOlricRateLimit: three gateway processes share one request limit
-// through Olric. 45 concurrent requests (15 per gateway) against 20 per
+// TestOlricRateLimit: three gateway processes in the exact rate-limit
+// mode share one request limit through Olric. 45 concurrent requests (15 per gateway) against 20 per
 // minute admit exactly 20 in each window they fall in, whatever the
 // wall clock: each answer's x-ratelimit-reset-requests places it in its
 // window, so a run that straddles a minute boundary is checked window by
@@ -191,10 +191,13 @@ func TestOlricRateLimit(t *testing.T) {
 	e := newEnv(t)
 	h, secret := e.backend(), e.secret("olric-secret")
 	const limit = 20
-	// The store's bounds are far above a loopback round trip even on a
-	// loaded machine, and a store failure is a 503 rather than a silent
-	// fail-open admission: the counts are exact or the test says why not.
+	// The exact mode, named because the default (local) may pass a limit
+	// by a bounded excess across replicas. The store's bounds are far above
+	// a loopback round trip even on a loaded machine, and a store failure
+	// is a 503 rather than a silent fail-open admission: the counts are
+	// exact or the test says why not.
 	flags := []string{"--insecure-no-auth", "--model-config-json", fmt.Sprintf(`{"*":{"requests_per_minute":%d}}`, limit),
+		"--rate-limit-mode", "exact",
 		"--rate-limit-store-timeout", "10s", "--olric-client-timeout", "10s", "--rate-limit-fail-open=false"}
 	_, gw1, m1, seed := e.olricGateway(h, secret, nil, flags...)
 	_, gw2, m2, _ := e.olricGateway(h, secret, []string{seed}, flags...)

@@ -41,6 +41,28 @@ func TestReadBodyLimit(t *testing.T) {
 	}
 }
 
+// TestReadBodyDeclaredLength: a body of declared length is read into one
+// buffer of exactly that length, a declared body that ends early is a
+// 400, and an undeclared one is still held to the limit.
+func TestReadBodyDeclaredLength(t *testing.T) {
+	body := strings.Repeat("x", 5000)
+	req := httptest.NewRequest("POST", "/", strings.NewReader(body))
+	b, e := ReadBody(httptest.NewRecorder(), req, 1<<20)
+	if e != nil || string(b) != body || cap(b) != len(body) {
+		t.Fatalf("got %d bytes (cap %d), %v; want %d in a buffer of that size", len(b), cap(b), e, len(body))
+	}
+	req = httptest.NewRequest("POST", "/", strings.NewReader("short"))
+	req.ContentLength = 10
+	if _, e := ReadBody(httptest.NewRecorder(), req, 1<<20); e == nil || e.Status != http.StatusBadRequest {
+		t.Fatalf("a body shorter than declared: got %v, want 400", e)
+	}
+	req = httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", 11)))
+	req.ContentLength = -1
+	if _, e := ReadBody(httptest.NewRecorder(), req, 10); e == nil || e.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("an undeclared body over the limit: got %v, want 413", e)
+	}
+}
+
 func TestDecodeJSONErrors(t *testing.T) {
 	var v struct {
 		Model  string `json:"model"`

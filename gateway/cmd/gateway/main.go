@@ -22,6 +22,7 @@ import (
 	"github.com/stargate-router/stargate/gateway/internal/app"
 	"github.com/stargate-router/stargate/gateway/internal/config"
 	"github.com/stargate-router/stargate/pkg/cli"
+	"github.com/stargate-router/stargate/pkg/gctune"
 	"github.com/stargate-router/stargate/pkg/obs"
 )
 
@@ -52,6 +53,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if cfg.InsecureNoAuth && len(cfg.APIKeys) == 0 {
 		log.Warn("client authentication is DISABLED (--insecure-no-auth): anyone who reaches the listener can use the hub")
+	}
+	if gc := gctune.Start(getenv, gctune.DefaultHeadroom); gc != nil {
+		defer gc.Stop()
+		log.Info("garbage collector: next collection at the live heap + 64 MiB (GOGC set in the environment overrides)", "gogc", gc.Percent())
 	}
 	tcfg := cfg.Tracing
 	tcfg.Service, tcfg.Version = app.ServiceName, version

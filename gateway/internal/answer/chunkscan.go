@@ -3,7 +3,18 @@ package answer
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/stargate-router/stargate/pkg/jsonscan"
 )
+
+// The events the gateway reads on every request are decoded by
+// jsonscan's checking walk, once and without reflection, rather than by
+// encoding/json, whose reflection costs most of the CPU an aggregated
+// answer takes. The walk accepts exactly the texts encoding/json accepts,
+// or less; the decoders here refuse in addition whatever they cannot
+// decode the same way (an escaped key, a field named twice or in another
+// case, a value of the wrong kind), and their callers then take the
+// encoding/json path, so a refusal costs time, never a different answer.
 
 // The keys of the objects a chat chunk is made of, each list in the order
 // of its fieldSet bits.
@@ -23,16 +34,41 @@ func keyNames(names ...string) [][]byte {
 	return out
 }
 
-// field is the index of key among keys, -1 for a key no field takes; ok
-// is false for a refusal (a key seen before, or one that matches a field
-// only when case is ignored).
+// fieldSet tracks which known fields of one object were seen. A field
+// seen twice, or a key that matches a field only without regard to case
+// (encoding/json would fill the field from it), is a refusal: encoding/json
+// merges repeated values in ways not worth copying.
+type fieldSet uint32
+
+// take marks field n seen; false when it was seen before.
+func (s *fieldSet) take(n int) bool {
+	if *s&(1<<n) != 0 {
+		return false
+	}
+	*s |= 1 << n
+	return true
+}
+
+// field is the index of key (raw, as jsonscan hands it out) among keys,
+// -1 for a key no field takes; ok is false for a refusal: a key seen
+// before, one that matches a field only when case is ignored, or one
+// written with an escape, which could name any field once decoded (no
+// field the gateway reads is spelled that way).
 func field(key []byte, keys [][]byte, seen *fieldSet) (int, bool) {
 	for i, k := range keys {
 		if bytes.Equal(key, k) {
 			return i, seen.take(i)
 		}
 	}
-	return -1, !foldsToAny(key, keys)
+	if bytes.IndexByte(key, '\\') >= 0 {
+		return -1, false
+	}
+	for _, k := range keys {
+		if bytes.EqualFold(key, k) {
+			return -1, false
+		}
+	}
+	return -1, true
 }
 
 // chunkScan decodes one chunk's data b into c, filling it as
@@ -54,7 +90,7 @@ type chunkScan struct {
 func (d *chunkScan) scan() bool {
 	var seen fieldSet
 	c := d.c
-	return scanTop(d.b, func(key []byte, i int) int {
+	return jsonscan.TopObject(d.b, func(key []byte, i int) int {
 		f, ok := field(key, chunkKeys, &seen)
 		switch {
 		case !ok:
@@ -74,7 +110,7 @@ func (d *chunkScan) scan() bool {
 		case f == 4:
 			return d.strPtr(i, &c.ServiceTier, d.header)
 		case f == 5:
-			end := scanValue(d.b, i, 1)
+			end := jsonscan.Value(d.b, i, 1)
 			if end >= 0 {
 				// Kept beyond this event: a copy, as json.RawMessage takes.
 				c.Usage = append(json.RawMessage(nil), d.b[i:end]...)
@@ -83,13 +119,13 @@ func (d *chunkScan) scan() bool {
 		case f == 6:
 			return d.choices(i)
 		case f == 7:
-			end := scanValue(d.b, i, 1)
+			end := jsonscan.Value(d.b, i, 1)
 			if end >= 0 {
 				c.Error = d.b[i:end:end]
 			}
 			return end
 		}
-		return scanValue(d.b, i, 1)
+		return jsonscan.Value(d.b, i, 1)
 	})
 }
 
@@ -98,18 +134,18 @@ func (d *chunkScan) choices(i int) int {
 	c := d.c
 	if d.b[i] == 'n' {
 		c.Choices = nil
-		return scanLiteral(d.b, i, "null")
+		return jsonscan.Literal(d.b, i, "null")
 	}
 	if d.b[i] != '[' {
 		return -1
 	}
 	c.Choices = c.Choices[:0]
-	return scanArray(d.b, i, 2, func(i int) int {
+	return jsonscan.Array(d.b, i, 2, func(i int) int {
 		c.Choices = append(c.Choices, chunkChoice{})
 		ch := &c.Choices[len(c.Choices)-1]
 		switch d.b[i] {
 		case 'n':
-			return scanLiteral(d.b, i, "null")
+			return jsonscan.Literal(d.b, i, "null")
 		case '{':
 			return d.choice(i, ch)
 		}
@@ -120,7 +156,7 @@ func (d *chunkScan) choices(i int) int {
 // choice decodes one choice object at b[i] into ch.
 func (d *chunkScan) choice(i int, ch *chunkChoice) int {
 	var seen fieldSet
-	return scanObject(d.b, i, 3, func(key []byte, i int) int {
+	return jsonscan.Object(d.b, i, 3, func(key []byte, i int) int {
 		f, ok := field(key, choiceKeys, &seen)
 		switch {
 		case !ok:
@@ -134,7 +170,7 @@ func (d *chunkScan) choice(i int, ch *chunkChoice) int {
 		case f == 1:
 			return d.strPtr(i, &ch.FinishReason, true)
 		case f == 2:
-			end := scanValue(d.b, i, 3)
+			end := jsonscan.Value(d.b, i, 3)
 			if end >= 0 {
 				ch.Logprobs = d.b[i:end:end]
 			}
@@ -144,13 +180,13 @@ func (d *chunkScan) choice(i int, ch *chunkChoice) int {
 		case f == 4:
 			switch d.b[i] {
 			case 'n':
-				return scanLiteral(d.b, i, "null")
+				return jsonscan.Literal(d.b, i, "null")
 			case '{':
 				return d.delta(i, ch)
 			}
 			return -1
 		}
-		return scanValue(d.b, i, 3)
+		return jsonscan.Value(d.b, i, 3)
 	})
 }
 
@@ -158,7 +194,7 @@ func (d *chunkScan) choice(i int, ch *chunkChoice) int {
 func (d *chunkScan) delta(i int, ch *chunkChoice) int {
 	var seen fieldSet
 	dl := &ch.Delta
-	return scanObject(d.b, i, 4, func(key []byte, i int) int {
+	return jsonscan.Object(d.b, i, 4, func(key []byte, i int) int {
 		f, ok := field(key, deltaKeys, &seen)
 		switch {
 		case !ok:
@@ -172,11 +208,11 @@ func (d *chunkScan) delta(i int, ch *chunkChoice) int {
 			switch d.b[i] {
 			case 'n':
 				dl.Content = nil
-				return scanLiteral(d.b, i, "null")
+				return jsonscan.Literal(d.b, i, "null")
 			case '"':
-				end := scanString(d.b, i)
+				end := jsonscan.String(d.b, i)
 				if end >= 0 {
-					ch.content = unquote(d.b[i:end])
+					ch.content = jsonscan.Unquote(d.b[i:end])
 					dl.Content = &ch.content
 				}
 				return end
@@ -192,7 +228,7 @@ func (d *chunkScan) delta(i int, ch *chunkChoice) int {
 			switch d.b[i] {
 			case 'n':
 				dl.FunctionCall = nil
-				return scanLiteral(d.b, i, "null")
+				return jsonscan.Literal(d.b, i, "null")
 			case '{':
 				if dl.FunctionCall == nil {
 					dl.FunctionCall = &functionCall{}
@@ -203,7 +239,7 @@ func (d *chunkScan) delta(i int, ch *chunkChoice) int {
 		case f == 6:
 			return d.toolCalls(i, &dl.ToolCalls)
 		}
-		return scanValue(d.b, i, 4)
+		return jsonscan.Value(d.b, i, 4)
 	})
 }
 
@@ -211,18 +247,18 @@ func (d *chunkScan) delta(i int, ch *chunkChoice) int {
 func (d *chunkScan) toolCalls(i int, dst *[]toolCallDelta) int {
 	if d.b[i] == 'n' {
 		*dst = nil
-		return scanLiteral(d.b, i, "null")
+		return jsonscan.Literal(d.b, i, "null")
 	}
 	if d.b[i] != '[' {
 		return -1
 	}
 	*dst = []toolCallDelta{}
-	return scanArray(d.b, i, 5, func(i int) int {
+	return jsonscan.Array(d.b, i, 5, func(i int) int {
 		*dst = append(*dst, toolCallDelta{})
 		tc := &(*dst)[len(*dst)-1]
 		switch d.b[i] {
 		case 'n':
-			return scanLiteral(d.b, i, "null")
+			return jsonscan.Literal(d.b, i, "null")
 		case '{':
 			return d.toolCall(i, tc)
 		}
@@ -233,7 +269,7 @@ func (d *chunkScan) toolCalls(i int, dst *[]toolCallDelta) int {
 // toolCall decodes one tool-call delta object at b[i] into tc.
 func (d *chunkScan) toolCall(i int, tc *toolCallDelta) int {
 	var seen fieldSet
-	return scanObject(d.b, i, 6, func(key []byte, i int) int {
+	return jsonscan.Object(d.b, i, 6, func(key []byte, i int) int {
 		f, ok := field(key, toolKeys, &seen)
 		switch {
 		case !ok:
@@ -251,20 +287,20 @@ func (d *chunkScan) toolCall(i int, tc *toolCallDelta) int {
 		case f == 3:
 			switch d.b[i] {
 			case 'n':
-				return scanLiteral(d.b, i, "null")
+				return jsonscan.Literal(d.b, i, "null")
 			case '{':
 				return d.function(i, &tc.Function, 7)
 			}
 			return -1
 		}
-		return scanValue(d.b, i, 6)
+		return jsonscan.Value(d.b, i, 6)
 	})
 }
 
 // function decodes a function object (name, arguments) at b[i] into fc.
 func (d *chunkScan) function(i int, fc *functionCall, depth int) int {
 	var seen fieldSet
-	return scanObject(d.b, i, depth, func(key []byte, i int) int {
+	return jsonscan.Object(d.b, i, depth, func(key []byte, i int) int {
 		f, ok := field(key, funcKeys, &seen)
 		switch {
 		case !ok:
@@ -274,7 +310,7 @@ func (d *chunkScan) function(i int, fc *functionCall, depth int) int {
 		case f == 1:
 			return d.str(i, &fc.Arguments, true)
 		}
-		return scanValue(d.b, i, depth)
+		return jsonscan.Value(d.b, i, depth)
 	})
 }
 
@@ -283,11 +319,11 @@ func (d *chunkScan) function(i int, fc *functionCall, depth int) int {
 func (d *chunkScan) str(i int, dst *string, store bool) int {
 	switch d.b[i] {
 	case 'n':
-		return scanLiteral(d.b, i, "null")
+		return jsonscan.Literal(d.b, i, "null")
 	case '"':
-		end := scanString(d.b, i)
+		end := jsonscan.String(d.b, i)
 		if end >= 0 && store {
-			*dst = unquote(d.b[i:end])
+			*dst = jsonscan.Unquote(d.b[i:end])
 		}
 		return end
 	}
@@ -302,11 +338,11 @@ func (d *chunkScan) strPtr(i int, dst **string, store bool) int {
 		if store {
 			*dst = nil
 		}
-		return scanLiteral(d.b, i, "null")
+		return jsonscan.Literal(d.b, i, "null")
 	case '"':
-		end := scanString(d.b, i)
+		end := jsonscan.String(d.b, i)
 		if end >= 0 && store {
-			s := unquote(d.b[i:end])
+			s := jsonscan.Unquote(d.b[i:end])
 			*dst = &s
 		}
 		return end
@@ -319,17 +355,17 @@ func (d *chunkScan) strPtr(i int, dst **string, store bool) int {
 // json.Unmarshal.
 func (d *chunkScan) int(i int) (end int, n int64, set bool) {
 	if d.b[i] == 'n' {
-		return scanLiteral(d.b, i, "null"), 0, false
+		return jsonscan.Literal(d.b, i, "null"), 0, false
 	}
 	c := d.b[i]
 	if c != '-' && (c < '0' || c > '9') {
 		return -1, 0, false
 	}
-	end = scanNumber(d.b, i)
+	end = jsonscan.Number(d.b, i)
 	if end < 0 {
 		return -1, 0, false
 	}
-	n, ok := parseInt(d.b[i:end])
+	n, ok := jsonscan.ParseInt(d.b[i:end])
 	if !ok {
 		return -1, 0, false
 	}

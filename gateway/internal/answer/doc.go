@@ -7,8 +7,8 @@
 // also extracts the token usage from events and JSON bodies for the token
 // metrics and rate-limit settlement, and builds the error event that ends
 // a stream the hub did not finish, in the shape the OpenAI SDKs raise on.
-// Events are decoded by a strict single-pass scanner that agrees with
-// encoding/json on everything it accepts and hands the rest to
+// Events are decoded in one pass over jsonscan's strict walk, which
+// agrees with encoding/json on everything it accepts; the rest goes to
 // encoding/json, so the common event costs no reflection. It never
 // touches the network: the server owns the writes.
 package answer

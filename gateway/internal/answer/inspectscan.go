@@ -1,6 +1,10 @@
 package answer
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/stargate-router/stargate/pkg/jsonscan"
+)
 
 // The keys Inspect reads, each list in the order of its fieldSet bits.
 var (
@@ -23,7 +27,7 @@ func inspectScan(data []byte) (EventInfo, bool) {
 		output, hasResponse bool
 	)
 	str := func(i int, dst *string) int { return (&chunkScan{b: data}).str(i, dst, true) }
-	ok := scanTop(data, func(key []byte, i int) int {
+	ok := jsonscan.TopObject(data, func(key []byte, i int) int {
 		f, ok := field(key, eventKeys, &seen)
 		switch {
 		case !ok:
@@ -31,7 +35,7 @@ func inspectScan(data []byte) (EventInfo, bool) {
 		case f == 0:
 			return str(i, &typ)
 		case f == 1, f == 5, f == 6:
-			end := scanValue(data, i, 1)
+			end := jsonscan.Value(data, i, 1)
 			if end >= 0 {
 				v := data[i:end:end]
 				switch f {
@@ -48,15 +52,15 @@ func inspectScan(data []byte) (EventInfo, bool) {
 			switch data[i] {
 			case 'n':
 				hasResponse = false
-				return scanLiteral(data, i, "null")
+				return jsonscan.Literal(data, i, "null")
 			case '{':
 				hasResponse = true
 				var rseen fieldSet
-				return scanObject(data, i, 2, func(key []byte, i int) int {
+				return jsonscan.Object(data, i, 2, func(key []byte, i int) int {
 					g, ok := field(key, responseKeys, &rseen)
 					end := -1
 					if ok {
-						end = scanValue(data, i, 2)
+						end = jsonscan.Value(data, i, 2)
 					}
 					if g == 0 && end >= 0 {
 						resp = data[i:end:end]
@@ -69,13 +73,13 @@ func inspectScan(data []byte) (EventInfo, bool) {
 			switch data[i] {
 			case 'n':
 				choices = 0
-				return scanLiteral(data, i, "null")
+				return jsonscan.Literal(data, i, "null")
 			case '[':
-				return scanArray(data, i, 2, func(i int) int {
+				return jsonscan.Array(data, i, 2, func(i int) int {
 					choices++
 					switch data[i] {
 					case 'n':
-						return scanLiteral(data, i, "null")
+						return jsonscan.Literal(data, i, "null")
 					case '{':
 						return inspectChoice(data, i, &output)
 					}
@@ -86,7 +90,7 @@ func inspectScan(data []byte) (EventInfo, bool) {
 		case f == 4:
 			return str(i, &delta)
 		}
-		return scanValue(data, i, 1)
+		return jsonscan.Value(data, i, 1)
 	})
 	if !ok {
 		return EventInfo{}, false
@@ -101,7 +105,7 @@ func inspectScan(data []byte) (EventInfo, bool) {
 // *output when it carries generated output.
 func inspectChoice(data []byte, i int, output *bool) int {
 	var seen fieldSet
-	return scanObject(data, i, 3, func(key []byte, i int) int {
+	return jsonscan.Object(data, i, 3, func(key []byte, i int) int {
 		f, ok := field(key, inspectChoiceKeys, &seen)
 		switch {
 		case !ok:
@@ -111,10 +115,10 @@ func inspectChoice(data []byte, i int, output *bool) int {
 		case f == 1:
 			switch data[i] {
 			case 'n':
-				return scanLiteral(data, i, "null")
+				return jsonscan.Literal(data, i, "null")
 			case '{':
 				var dseen fieldSet
-				return scanObject(data, i, 4, func(key []byte, i int) int {
+				return jsonscan.Object(data, i, 4, func(key []byte, i int) int {
 					g, ok := field(key, inspectDeltaKeys, &dseen)
 					switch {
 					case !ok:
@@ -124,18 +128,18 @@ func inspectChoice(data []byte, i int, output *bool) int {
 					case g == 2:
 						// Any value, null included, is a tool-call delta
 						// to encoding/json's raw field.
-						end := scanValue(data, i, 4)
+						end := jsonscan.Value(data, i, 4)
 						if end > i {
 							*output = true
 						}
 						return end
 					}
-					return scanValue(data, i, 4)
+					return jsonscan.Value(data, i, 4)
 				})
 			}
 			return -1
 		}
-		return scanValue(data, i, 3)
+		return jsonscan.Value(data, i, 3)
 	})
 }
 
@@ -145,9 +149,9 @@ func inspectChoice(data []byte, i int, output *bool) int {
 func textField(data []byte, i int, output *bool) int {
 	switch data[i] {
 	case 'n':
-		return scanLiteral(data, i, "null")
+		return jsonscan.Literal(data, i, "null")
 	case '"':
-		end := scanString(data, i)
+		end := jsonscan.String(data, i)
 		if end > i+2 {
 			*output = true
 		}

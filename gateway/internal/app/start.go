@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stargate-router/stargate/gateway/internal/config"
 	"github.com/stargate-router/stargate/gateway/internal/lastcluster"
@@ -34,8 +35,13 @@ func (g *Gateway) start(ctx context.Context, p *parts) error {
 	}
 	lc := g.cfg.LastCluster
 	// The global provider: the OTLP exporter main installed with
-	// --otel-endpoint, otherwise a no-op.
-	tp := otel.GetTracerProvider()
+	// --otel-endpoint. Without one tracing is off and the server gets no
+	// provider, which lets it skip the span machinery for requests that
+	// carry no trace context (the client's is still continued to the hub).
+	var tp trace.TracerProvider
+	if g.cfg.Tracing.Endpoint != "" {
+		tp = otel.GetTracerProvider()
+	}
 	tc := lastcluster.Config{Enabled: lc.Enabled && store != nil, TTL: lc.TTL, LookupTimeout: lc.LookupTimeout, WriteTimeout: lc.WriteTimeout}
 	if p.node != nil {
 		// Without Olric the store is an in-process LRU already.

@@ -160,11 +160,12 @@ type RateLimit struct {
 	StoreTimeout time.Duration
 	// DefaultMaxOutputTokens is reserved when a request names no maximum.
 	DefaultMaxOutputTokens int64
-	// Mode is RateLimitExact (an Olric round trip per counter per
-	// request, the default: replicas together never pass a limit) or
-	// RateLimitLocal (admit from this replica's state, reconciled with
-	// Olric every SyncInterval, over a limit by a bounded excess). Without
-	// Olric the counters are in process and exact either way.
+	// Mode is RateLimitLocal (the default: admit from this replica's
+	// state, reconciled with Olric every SyncInterval, over a limit by a
+	// bounded excess, with no round trip per request) or RateLimitExact
+	// (an Olric round trip per counter per request: replicas together
+	// never pass a limit). Without Olric the counters are in process and
+	// exact either way.
 	Mode string
 	// SyncInterval is the local mode's reconciliation period; with the
 	// rounds' own duration it bounds over-admission
@@ -316,7 +317,7 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	fs.Bool(&c.RateLimit.FailOpen, "rate-limit-fail-open", "RATE_LIMIT_FAIL_OPEN", true, "admit requests when the shared store fails (false: answer 503)")
 	fs.Duration(&c.RateLimit.StoreTimeout, "rate-limit-store-timeout", "RATE_LIMIT_STORE_TIMEOUT", 50*time.Millisecond, "bound on each rate-limit store call")
 	fs.Int64(&c.RateLimit.DefaultMaxOutputTokens, "rate-limit-default-max-output-tokens", "RATE_LIMIT_DEFAULT_MAX_OUTPUT_TOKENS", 1, "output tokens reserved when a request sets no maximum")
-	fs.String(&c.RateLimit.Mode, "rate-limit-mode", "RATE_LIMIT_MODE", RateLimitExact, "with Olric: exact sends every count to Olric (replicas together never pass a limit; a round trip per request); local admits from this replica's counts, pushed to and pulled from Olric every --rate-limit-sync-interval (no round trip per request; a bounded excess over a limit)")
+	fs.String(&c.RateLimit.Mode, "rate-limit-mode", "RATE_LIMIT_MODE", RateLimitLocal, "with Olric: local admits from this replica's counts, pushed to and pulled from Olric every --rate-limit-sync-interval (no round trip per request; a bounded excess over a limit); exact sends every count to Olric (replicas together never pass a limit; a round trip per request)")
 	fs.Duration(&c.RateLimit.SyncInterval, "rate-limit-sync-interval", "RATE_LIMIT_SYNC_INTERVAL", 100*time.Millisecond, "how often the local mode reconciles its counts with Olric (10ms..5s); over-admission grows with it")
 
 	fs.String(&c.Tracing.Endpoint, "otel-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "OTLP/HTTP collector base URL for spans (POSTs to <url>/v1/traces); empty: no export, trace context still propagates to the hub")

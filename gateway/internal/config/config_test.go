@@ -28,7 +28,7 @@ func TestDefaultsAndEnv(t *testing.T) {
 	if !c.PromptPrefix {
 		t.Fatal("--prompt-prefix-enabled is off by default")
 	}
-	if c.RateLimit.Mode != RateLimitExact || c.RateLimit.SyncInterval != 100*time.Millisecond || c.LastCluster.LocalTTL != 5*time.Second {
+	if c.RateLimit.Mode != RateLimitLocal || c.RateLimit.SyncInterval != 100*time.Millisecond || c.LastCluster.LocalTTL != 5*time.Second {
 		t.Fatalf("rate-limit mode defaults %+v, local TTL %v", c.RateLimit, c.LastCluster.LocalTTL)
 	}
 	if strings.Join(c.Olric.Peers, ",") != "a:1,b:2" || c.Models.For("m").RequestSLOMs != 100 || c.Models.For("x").TokensPerMinute != 0 {
@@ -180,12 +180,17 @@ func TestHubURLList(t *testing.T) {
 	}
 }
 
-// TestLocalModesConfigurable: the local mode, the sync interval and a
-// disabled last-cluster cache are reachable by flag and environment.
+// TestLocalModesConfigurable: the exact mode (the local mode is the
+// default), the sync interval and a disabled last-cluster cache are
+// reachable by flag and environment.
 func TestLocalModesConfigurable(t *testing.T) {
-	c, err := Load([]string{"--insecure-no-auth", "--rate-limit-mode", "local", "--last-cluster-local-ttl", "0s"},
+	c, err := Load([]string{"--insecure-no-auth", "--rate-limit-mode", "exact", "--last-cluster-local-ttl", "0s"},
 		env(map[string]string{"RATE_LIMIT_SYNC_INTERVAL": "250ms"}), io.Discard)
-	if err != nil || c.RateLimit.Mode != RateLimitLocal || c.RateLimit.SyncInterval != 250*time.Millisecond || c.LastCluster.LocalTTL != 0 {
+	if err != nil || c.RateLimit.Mode != RateLimitExact || c.RateLimit.SyncInterval != 250*time.Millisecond || c.LastCluster.LocalTTL != 0 {
 		t.Fatalf("%v %+v %+v", err, c.RateLimit, c.LastCluster)
+	}
+	c, err = Load([]string{"--insecure-no-auth"}, env(map[string]string{"RATE_LIMIT_MODE": "exact"}), io.Discard)
+	if err != nil || c.RateLimit.Mode != RateLimitExact {
+		t.Fatalf("RATE_LIMIT_MODE=exact: %v %+v", err, c.RateLimit)
 	}
 }

@@ -58,3 +58,21 @@ func BenchmarkHeader(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMember is the scan for a chat's tools, which follow its
+// messages in the body.
+func BenchmarkMember(b *testing.B) {
+	for _, size := range []int{1 << 10, 32 << 10} {
+		chat := BenchChat(size)
+		body := append(chat[:len(chat)-1:len(chat)-1], `,"tools":[{"type":"function","function":{"name":"f","parameters":{}}}]}`...)
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if member(body, "tools") == nil {
+					b.Fatal("no tools")
+				}
+			}
+		})
+	}
+}

@@ -13,9 +13,9 @@
 // then settle). The bounds on over-admission are documented in
 // docs/design/sessions.md#bound-across-replicas.
 //
-// Two modes share that algorithm. In the exact mode (the gateway's
-// default) every add is a store call, as above. In the local mode
-// (Synced, chosen with --rate-limit-mode) each replica admits from the
+// Two modes share that algorithm. In the exact mode (chosen with
+// --rate-limit-mode exact) every add is a store call, as above. In the
+// local mode (Synced, the gateway's default) each replica admits from the
 // last cluster total it saw plus its own adds since, within its share of
 // what is left under the limit, and reconciles with the store in
 // background rounds: one add per active key per interval, whose answer is

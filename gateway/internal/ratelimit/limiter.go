@@ -47,12 +47,70 @@ type Limiter struct {
 	clock   clock.Clock
 	m       *metrics.Metrics
 	log     *slog.Logger
+	keys    keyCache
 }
 
 // New returns a limiter over counter.
 func New(counter Counter, cfg Config, clk clock.Clock, m *metrics.Metrics, log *slog.Logger) *Limiter {
 	return &Limiter{counter: counter, cfg: cfg, clock: clk, m: m, log: log}
 }
+
+// maxCachedKeys bounds the key cache: (principal, model) pairs of one
+// window. Principals are configured keys, but the model is the client's
+// string, so a client naming many models must not grow the cache; past
+// the bound keys are built per request, as without the cache.
+const maxCachedKeys = 4096
+
+// keyCache holds the counter keys of the current window, so that a
+// request does not hash its principal and model and build two key
+// strings (a SHA-256 and half a dozen allocations each) that an earlier
+// request of the same caller already built. It is emptied when the
+// window changes.
+type keyCache struct {
+	mu     sync.Mutex
+	window int64
+	keys   map[keyID]*dimKeys
+}
+
+// keyID names one caller's counters in a window.
+type keyID struct{ principal, model string }
+
+// dimKeys are one caller's counter keys, each built on first use.
+type dimKeys struct{ requests, tokens string }
+
+// cachedKey returns the key of dim ("requests" or "tokens") for principal
+// and model in window, from the cache when an earlier request built it.
+func (l *Limiter) cachedKey(principal, model, dim string, window int64) string {
+	c := &l.keys
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys == nil || c.window != window {
+		c.keys, c.window = make(map[keyID]*dimKeys), window
+	}
+	id := keyID{principal, model}
+	k := c.keys[id]
+	if k == nil {
+		if len(c.keys) >= maxCachedKeys {
+			return l.key(principal, model, dim, window)
+		}
+		k = &dimKeys{}
+		c.keys[id] = k
+	}
+	p := &k.requests
+	if dim == dimTokens {
+		p = &k.tokens
+	}
+	if *p == "" {
+		*p = l.key(principal, model, dim, window)
+	}
+	return *p
+}
+
+// The dimension names in counter keys.
+const (
+	dimRequests = "requests"
+	dimTokens   = "tokens"
+)
 
 // Decision is the outcome of Reserve, with what the x-ratelimit-* headers
 // report.
@@ -91,7 +149,13 @@ func (l *Limiter) key(principal, model, dim string, window int64) string {
 }
 
 // storeAdd adds delta to key on c under timeout, counting a failure by op.
+// The in-process counter answers under a mutex and never waits on I/O, so
+// its adds run without the timeout, whose context and timer would be most
+// of their cost.
 func storeAdd(ctx context.Context, c Counter, timeout time.Duration, m *metrics.Metrics, op, key string, delta int64) (int64, error) {
+	if lc, ok := c.(*Local); ok {
+		return lc.Add(ctx, key, delta, KeyTTL)
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	v, err := c.Add(ctx, key, delta, KeyTTL)
@@ -146,7 +210,7 @@ func (l *Limiter) Reserve(ctx context.Context, principal, model string, lim Limi
 	d.Allowed = true
 	var reqKey string
 	if lim.RequestsPerMinute > 0 {
-		reqKey = l.key(principal, model, "requests", window)
+		reqKey = l.cachedKey(principal, model, dimRequests, window)
 		v, ok, err := l.take(ctx, reqKey, 1, lim.RequestsPerMinute)
 		if err != nil {
 			return nil, l.storeFailed(err)
@@ -159,7 +223,7 @@ func (l *Limiter) Reserve(ctx context.Context, principal, model string, lim Limi
 	}
 	var res *Reservation
 	if lim.TokensPerMinute > 0 {
-		tokKey := l.key(principal, model, "tokens", window)
+		tokKey := l.cachedKey(principal, model, dimTokens, window)
 		v, ok, err := l.take(ctx, tokKey, tokens, lim.TokensPerMinute)
 		if err != nil {
 			if reqKey != "" {

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -246,5 +247,49 @@ func TestOlricCounterWithBackups(t *testing.T) {
 		if left := time.Until(time.UnixMilli(gr.TTL())); left <= KeyTTL-time.Minute || left > KeyTTL {
 			t.Fatalf("key %s expires in %v, want about %v after its first add", key, left, KeyTTL)
 		}
+	}
+}
+
+// TestCachedKeys: the key cache answers what key builds, per window and
+// dimension, and past its bound still answers correctly.
+func TestCachedKeys(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l, _ := newLimiter(NewLocal(clk), clk, true)
+	for _, w := range []int64{7, 7, 8} {
+		for _, dim := range []string{dimRequests, dimTokens} {
+			if got, want := l.cachedKey("p", "m", dim, w), l.key("p", "m", dim, w); got != want {
+				t.Fatalf("window %d %s: %q, want %q", w, dim, got, want)
+			}
+		}
+	}
+	for i := range maxCachedKeys + 10 {
+		m := "m" + strconv.Itoa(i)
+		if got, want := l.cachedKey("p", m, dimTokens, 8), l.key("p", m, dimTokens, 8); got != want {
+			t.Fatalf("model %d: %q, want %q", i, got, want)
+		}
+	}
+	if n := len(l.keys.keys); n != maxCachedKeys {
+		t.Fatalf("cache holds %d callers, want the bound %d", n, maxCachedKeys)
+	}
+}
+
+// TestReserveAllocations: admitting and settling a request against the
+// in-process counter builds no key and starts no timer once the caller's
+// keys are cached: what is left is the decision's and reservation's own
+// objects and the metric's label lookup.
+func TestReserveAllocations(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l, _ := newLimiter(NewLocal(clk), clk, true)
+	ctx := context.Background()
+	lim := Limits{RequestsPerMinute: 1 << 40, TokensPerMinute: 1 << 50}
+	allocs := testing.AllocsPerRun(100, func() {
+		res, d := l.Reserve(ctx, "p", "m", lim, 60)
+		if !d.Allowed {
+			t.Fatal("refused")
+		}
+		res.Settle(ctx, 10)
+	})
+	if allocs > 4 {
+		t.Fatalf("%v allocations per reserve and settle, want at most 4 (before the key cache and the in-process counter's untimed adds: 22)", allocs)
 	}
 }

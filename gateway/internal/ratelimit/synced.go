@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/stargate-router/stargate/gateway/internal/metrics"
 	"github.com/stargate-router/stargate/pkg/clock"
 )
@@ -31,6 +33,10 @@ type Synced struct {
 	interval time.Duration
 	clock    clock.Clock
 	m        *metrics.Metrics
+	// localChecks and storeChecks are the two series of the checks
+	// counter, resolved once: a label lookup per check would cost more
+	// than the local decision it counts.
+	localChecks, storeChecks prometheus.Counter
 
 	// replicas is the number of gateways sharing the counters (Olric
 	// members), at least 1.
@@ -71,7 +77,8 @@ type SyncConfig struct {
 // starts with one replica; SetReplicas keeps the count current. Run
 // drives the sync rounds.
 func NewSynced(remote Counter, cfg SyncConfig, clk clock.Clock, m *metrics.Metrics) *Synced {
-	s := &Synced{remote: remote, timeout: cfg.StoreTimeout, interval: cfg.Interval, clock: clk, m: m, round: 1, slots: map[string]*slot{}}
+	s := &Synced{remote: remote, timeout: cfg.StoreTimeout, interval: cfg.Interval, clock: clk, m: m, round: 1, slots: map[string]*slot{},
+		localChecks: m.RateLimitChecks.WithLabelValues("local"), storeChecks: m.RateLimitChecks.WithLabelValues("store")}
 	s.replicas.Store(1)
 	return s
 }
@@ -109,12 +116,12 @@ func (s *Synced) take(ctx context.Context, key string, delta, limit int64) (int6
 			// nothing. A refund the round has not brought yet can make
 			// this refuse early, for at most a round.
 			s.mu.Unlock()
-			s.m.RateLimitChecks.WithLabelValues("local").Inc()
+			s.localChecks.Inc()
 			return v, false, nil
 		case sl.pending+delta <= share:
 			sl.pending += delta
 			s.mu.Unlock()
-			s.m.RateLimitChecks.WithLabelValues("local").Inc()
+			s.localChecks.Inc()
 			return v, true, nil
 		}
 	}
@@ -124,7 +131,7 @@ func (s *Synced) take(ctx context.Context, key string, delta, limit int64) (int6
 	sl.pending = 0
 	round := s.round
 	s.mu.Unlock()
-	s.m.RateLimitChecks.WithLabelValues("store").Inc()
+	s.storeChecks.Inc()
 	total, err := storeAdd(ctx, s.remote, s.timeout, s.m, "reserve", key, push)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,6 +1,10 @@
 package request
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/stargate-router/stargate/pkg/jsonscan"
+)
 
 // splice is Rewrite without re-encoding: it copies body and replaces, or
 // adds before the closing brace, only the members that change. Every
@@ -9,18 +13,19 @@ import "bytes"
 // tree and marshalled again. A top-level key repeated is set in every
 // occurrence, so the hub reads the gateway's value whichever it keeps.
 // ok is false for a body it leaves to Rewrite's parse: not an object, or
-// a top-level key written with escapes.
+// a key written with escapes at its top level or in the stream_options it
+// changes, which would have to be decoded to be compared.
 func splice(body []byte, forceStream, usage bool, model string) (out []byte, ok bool) {
-	members, closing, ok := topMembers(body)
-	if !ok {
-		return nil, false
-	}
 	out = make([]byte, 0, len(body)+64)
-	last := 0
-	var seenStream, seenOptions, seenModel bool
-	for _, m := range members {
+	last, members := 0, 0
+	var seenStream, seenOptions, seenModel, optionsOK bool
+	closing := jsonscan.Members(body, func(key []byte, start, end int) bool {
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return false
+		}
+		members++
 		var repl []byte
-		switch string(body[m.key[0]:m.key[1]]) {
+		switch string(key) {
 		case "stream":
 			if forceStream {
 				seenStream, repl = true, []byte("true")
@@ -28,8 +33,8 @@ func splice(body []byte, forceStream, usage bool, model string) (out []byte, ok 
 		case "stream_options":
 			if usage {
 				seenOptions = true
-				if repl, ok = withUsage(body[m.val[0]:m.val[1]]); !ok {
-					return nil, false
+				if repl, optionsOK = withUsage(body[start:end]); !optionsOK {
+					return false
 				}
 			}
 		case "model":
@@ -38,13 +43,17 @@ func splice(body []byte, forceStream, usage bool, model string) (out []byte, ok 
 			}
 		}
 		if repl != nil {
-			out = append(out, body[last:m.val[0]]...)
+			out = append(out, body[last:start]...)
 			out = append(out, repl...)
-			last = m.val[1]
+			last = end
 		}
+		return true
+	})
+	if closing < 0 {
+		return nil, false
 	}
 	out = append(out, body[last:closing]...)
-	first := len(members) == 0
+	first := members == 0
 	add := func(k, v string) {
 		if !first {
 			out = append(out, ',')
@@ -69,133 +78,34 @@ func splice(body []byte, forceStream, usage bool, model string) (out []byte, ok 
 
 // withUsage is a stream_options value with include_usage true: an object
 // keeps its other members, anything else becomes {"include_usage":true}.
+// ok is false for an object with a key written with escapes.
 func withUsage(v []byte) ([]byte, bool) {
 	if v[0] != '{' {
 		return []byte(`{"include_usage":true}`), true
 	}
-	members, closing, ok := topMembers(v)
-	if !ok {
-		return nil, false
-	}
 	out := make([]byte, 0, len(v)+24)
-	last, seen := 0, false
-	for _, m := range members {
-		if string(v[m.key[0]:m.key[1]]) == "include_usage" {
-			out = append(out, v[last:m.val[0]]...)
-			out = append(out, "true"...)
-			last, seen = m.val[1], true
+	last, members, seen := 0, 0, false
+	closing := jsonscan.Members(v, func(key []byte, start, end int) bool {
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return false
 		}
+		members++
+		if string(key) == "include_usage" {
+			out = append(out, v[last:start]...)
+			out = append(out, "true"...)
+			last, seen = end, true
+		}
+		return true
+	})
+	if closing < 0 {
+		return nil, false
 	}
 	out = append(out, v[last:closing]...)
 	if !seen {
-		if len(members) > 0 {
+		if members > 0 {
 			out = append(out, ',')
 		}
 		out = append(out, `"include_usage":true`...)
 	}
 	return append(out, v[closing:]...), true
-}
-
-// memberSpan is one member of an object: its key's bytes (inside the
-// quotes) and its value's, as offsets.
-type memberSpan struct{ key, val [2]int }
-
-// topMembers finds the members of the object b holds (b is valid JSON, as
-// Parse found it) and the offset of its closing brace, after the last
-// member's trailing whitespace. ok is false when b is not an object or a
-// key holds an escape, which would have to be decoded to be compared.
-func topMembers(b []byte) (members []memberSpan, closing int, ok bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return nil, 0, false
-	}
-	i = skipSpace(b, i+1)
-	members = make([]memberSpan, 0, 8)
-	for i < len(b) && b[i] != '}' {
-		if b[i] != '"' {
-			return nil, 0, false
-		}
-		kend := stringEnd(b, i)
-		if kend < 0 || bytes.IndexByte(b[i+1:kend-1], '\\') >= 0 {
-			return nil, 0, false
-		}
-		j := skipSpace(b, kend)
-		if j >= len(b) || b[j] != ':' {
-			return nil, 0, false
-		}
-		vs := skipSpace(b, j+1)
-		ve := valueEnd(b, vs)
-		if ve < 0 {
-			return nil, 0, false
-		}
-		members = append(members, memberSpan{key: [2]int{i + 1, kend - 1}, val: [2]int{vs, ve}})
-		i = skipSpace(b, ve)
-		if i < len(b) && b[i] == ',' {
-			i = skipSpace(b, i+1)
-		}
-	}
-	if i >= len(b) {
-		return nil, 0, false
-	}
-	return members, i, true
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// stringEnd is the offset after the string starting at b[i], -1 if it
-// does not end.
-func stringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return -1
-}
-
-// valueEnd is the offset after the value starting at b[i] (valid JSON),
-// -1 if it does not end.
-func valueEnd(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				e := stringEnd(b, i)
-				if e < 0 {
-					return -1
-				}
-				i = e - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return -1
-	}
-	for ; i < len(b); i++ {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-	}
-	return i
 }

@@ -66,7 +66,9 @@ type Deps struct {
 	RequestDeadline time.Duration
 	// DefaultMaxOutputTokens is reserved when a request sets no maximum.
 	DefaultMaxOutputTokens int64
-	// TracerProvider makes the server spans; nil means no-op.
+	// TracerProvider makes the server spans; nil means tracing is off: no
+	// span is made, and a client's trace context still continues to the
+	// hub.
 	TracerProvider trace.TracerProvider
 }
 
@@ -78,8 +80,11 @@ const tracerName = "stargate-gateway"
 type Server struct {
 	d      Deps
 	tracer trace.Tracer
-	keys   []hashedKey
-	mux    chi.Router
+	// tracing is false without a TracerProvider: a request without trace
+	// context then skips the span machinery (see startSpan).
+	tracing bool
+	keys    []hashedKey
+	mux     chi.Router
 }
 
 type hashedKey struct {
@@ -93,7 +98,7 @@ func New(d Deps) *Server {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	s := &Server{d: d, tracer: tp.Tracer(tracerName)}
+	s := &Server{d: d, tracer: tp.Tracer(tracerName), tracing: d.TracerProvider != nil}
 	for _, k := range d.Keys {
 		s.keys = append(s.keys, hashedKey{sum: sha256.Sum256([]byte(k.Key)), principal: k.Principal})
 	}

@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/stargate-router/stargate/gateway/internal/lastcluster"
 )
@@ -83,4 +86,25 @@ func (e *endSignal) OnEnd(s sdktrace.ReadOnlySpan) {
 	case e.ended <- struct{}{}:
 	default: // a signal is already pending: the reader will see this span too
 	}
+}
+
+// TestTracingOffSkipsSpans: with tracing off a request without trace
+// context keeps its own context (no span is started, nothing is
+// extracted), while one with a traceparent still gets the client's trace
+// to continue to the hub (TestTraceContextPropagates checks the hub's
+// side).
+func TestTracingOffSkipsSpans(t *testing.T) {
+	h := newHarness(t, opts{})
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	x := exchange{s: h.srv, r: req, p: &Prepared{}}
+	if ctx := x.startSpan(); ctx != req.Context() || x.span.SpanContext().IsValid() {
+		t.Fatalf("tracing off, no trace context: context replaced (%v) or span valid (%v)", ctx != req.Context(), x.span.SpanContext().IsValid())
+	}
+	x.endSpan()
+	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	ctx := x.startSpan()
+	if got := trace.SpanContextFromContext(ctx).TraceID().String(); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Fatalf("tracing off, client traceparent: trace id %q in the hub call's context", got)
+	}
+	x.endSpan()
 }

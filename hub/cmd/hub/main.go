@@ -18,6 +18,7 @@ import (
 
 	"github.com/stargate-router/stargate/hub/internal/app"
 	"github.com/stargate-router/stargate/pkg/cli"
+	"github.com/stargate-router/stargate/pkg/gctune"
 	"github.com/stargate-router/stargate/pkg/obs"
 )
 
@@ -58,6 +59,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "hub: invalid configuration:", err)
 		return 2
+	}
+	if gc := gctune.Start(getenv, gctune.DefaultHeadroom); gc != nil {
+		defer gc.Stop()
+		log.Info("garbage collector: next collection at the live heap + 64 MiB (GOGC set in the environment overrides)", "gogc", gc.Percent())
 	}
 	shutdownTracing, err := obs.SetupTracing(ctx, cfg.Tracing(version))
 	if err != nil {

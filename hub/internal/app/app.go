@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/stargate-router/stargate/hub/internal/breaker"
 	"github.com/stargate-router/stargate/hub/internal/filewatch"
@@ -224,6 +225,13 @@ func proxyConfig(cfg Config, log *slog.Logger, clk clock.Clock, m *proxy.Metrics
 	pcfg.WaitingRoom.Limit = cfg.MaxWaitingRequests
 	pcfg.WaitingRoom.ReturningFirst = cfg.ReturningSessionPriority
 	pcfg.Clock, pcfg.Log, pcfg.Metrics = clk, log, m
+	if cfg.OTelEndpoint == "" {
+		// Nothing exports spans, so none is made: the no-op provider hands
+		// back the caller's span context (which the attempt still forwards
+		// to the pylon) without the two span objects and two contexts per
+		// span that otel's global provider allocates while no SDK is set.
+		pcfg.TracerProvider = noop.NewTracerProvider()
+	}
 	return pcfg
 }
 

@@ -131,13 +131,13 @@ func outbound(ctx context.Context, r *http.Request, req *request, dec *routing.D
 	}
 	out.Header = forwardHeaders(r.Header)
 	if req.backendKey != "" {
-		out.Header[canonCacheAffinityKey] = []string{req.backendKey}
+		out.Header[sendCacheAffinityKey] = []string{req.backendKey}
 	}
 	switch {
 	case allowanceMs > 0:
-		out.Header[canonExpectedQueueMs] = []string{strconv.FormatUint(max(allowanceMs, dec.QueueEstimateMs), 10)}
+		out.Header[sendExpectedQueueMs] = []string{strconv.FormatUint(max(allowanceMs, dec.QueueEstimateMs), 10)}
 	case dec.QueueEstimateKnown:
-		out.Header[canonExpectedQueueMs] = []string{strconv.FormatUint(dec.QueueEstimateMs, 10)}
+		out.Header[sendExpectedQueueMs] = []string{strconv.FormatUint(dec.QueueEstimateMs, 10)}
 	}
 	out.ContentLength = int64(len(req.body))
 	return out, nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/stargate-router/stargate/hub/internal/lb/powerofn"
 	"github.com/stargate-router/stargate/hub/internal/routelog"
@@ -129,6 +130,8 @@ func benchServe(b *testing.B, records *routelog.Log, reqBody []byte) {
 	cfg.Log = slog.New(slog.DiscardHandler)
 	cfg.Metrics = NewMetrics(prometheus.NewRegistry(), "stargate_")
 	cfg.Seed = 1
+	// The hub without --otel-endpoint (app.proxyConfig).
+	cfg.TracerProvider = noop.NewTracerProvider()
 	if records != nil {
 		cfg.Records = records
 	}

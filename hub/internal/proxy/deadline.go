@@ -86,12 +86,11 @@ func (p *Proxy) forwardDeadline(out *http.Request, req *request) {
 	if req.deadline.IsZero() {
 		return
 	}
-	out.Header[canonDeadlineMs] = []string{headers.FormatUint(headers.DeadlineMillis(req.deadline.Sub(p.cfg.Clock.Now())))}
+	out.Header[sendDeadlineMs] = []string{headers.FormatUint(headers.DeadlineMillis(req.deadline.Sub(p.cfg.Clock.Now())))}
 }
 
 var (
-	canonDeadlineMs = http.CanonicalHeaderKey(headers.StargateDeadlineMs)
-	canonErrorCode  = http.CanonicalHeaderKey(headers.StargateErrorCode)
+	canonErrorCode = http.CanonicalHeaderKey(headers.StargateErrorCode)
 )
 
 // pylonDeadline reports whether an upstream answer is the pylon's 504 for

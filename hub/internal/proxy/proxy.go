@@ -46,7 +46,10 @@ type Store interface {
 	MarkFull(t routing.Target, clusterID, backendID string, queueMs uint64) bool
 }
 
-// Tunnels gives the transport to a connected backend.
+// Tunnels gives the transport to a connected backend. The requests it is
+// given file the header names the hub knows in lower case (forwardHeaders),
+// as HTTP/2 sends them: a RoundTripper that reads the request in process
+// must use those keys, not Header.Get.
 type Tunnels interface {
 	RoundTripper(backendID string) (http.RoundTripper, bool)
 }
@@ -261,10 +264,11 @@ func (p *Proxy) Authenticate(next http.Handler) http.Handler {
 	if p.cfg.GatewayToken == "" {
 		return next
 	}
+	want := tokenHash(p.cfg.GatewayToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := r.Header
 		switch {
-		case bearerMatches(h.Get("Authorization"), p.cfg.GatewayToken):
+		case bearerMatches(h.Get("Authorization"), want):
 			h.Del("Authorization")
 		case p.cfg.AllowAnonymous:
 			stripSteering(h)

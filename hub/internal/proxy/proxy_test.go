@@ -6,14 +6,17 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/stargate-router/stargate/hub/internal/lb"
+	"github.com/stargate-router/stargate/hub/internal/routing"
 	"github.com/stargate-router/stargate/hub/internal/state"
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/headers"
@@ -294,11 +297,58 @@ func TestForwardHeadersDropsHopByHop(t *testing.T) {
 		"X-Stargate-Max-Wait-Ms": {"100"},
 	}
 	out := forwardHeaders(in)
-	if len(out) != 2 || out.Get("Authorization") != "Bearer x" || out.Get(headers.StargateMaxWaitMs) != "100" {
+	if len(out) != 2 || out.Get("Authorization") != "Bearer x" || headers.First(out, headers.StargateMaxWaitMs) != "100" {
 		t.Errorf("forwarded %v", out)
 	}
 	if len(in) != 11 {
 		t.Errorf("forwardHeaders modified its input: %v", in)
+	}
+}
+
+// The forwarded names the hub knows are filed in lower case, the form the
+// tunnel's HTTP/2 client sends as it is (it lowers any other name into a
+// new string on every request), and the attempt's own values replace the
+// inbound copies instead of going out beside them.
+func TestForwardHeadersLowerCase(t *testing.T) {
+	t.Parallel()
+	in := http.Header{
+		"X-Request-Id": {"r1"}, "X-Model": {"m"}, "X-Input-Tokens": {"12"}, "X-Token-Estimate": {"12"},
+		"X-Output-Tokens": {"16"}, "X-Cache-Affinity-Key": {"mt:v1:pck:in"}, "X-Stargate-Deadline-Ms": {"900"},
+		"Content-Type": {"application/json"}, "Traceparent": {"00-0123456789abcdef0123456789abcdef-0123456789abcdef-01"},
+	}
+	out := forwardHeaders(in)
+	for _, k := range []string{headers.RequestID, headers.Model, headers.InputTokens, headers.TokenEstimate,
+		headers.OutputTokens, headers.CacheAffinityKey, headers.StargateDeadlineMs} {
+		if len(out[k]) != 1 || out[k][0] != in.Get(k) {
+			t.Errorf("%s filed as %v; want %q under its lower-case name", k, out, in.Get(k))
+		}
+	}
+	// Names the hub does not set keep the canonical key the propagator
+	// and net/http use.
+	if out["Content-Type"] == nil || out["Traceparent"] == nil {
+		t.Errorf("forwarded %v; want Content-Type and Traceparent as they came", out)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	r.Header = in
+	clk := clock.NewFake(t0)
+	p := &Proxy{cfg: Config{Clock: clk}}
+	req := &request{backendKey: "mt:v1:pck:hub", deadline: t0.Add(time.Second)}
+	o, err := outbound(context.Background(), r, req, &routing.Decision{QueueEstimateKnown: true, QueueEstimateMs: 7}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.forwardDeadline(o, req)
+	for name, want := range map[string]string{headers.CacheAffinityKey: "mt:v1:pck:hub", headers.StargateDeadlineMs: "1000",
+		headers.StargateExpectedQueueMs: "7"} {
+		var got []string
+		for k, vs := range o.Header {
+			if strings.EqualFold(k, name) {
+				got = append(got, vs...)
+			}
+		}
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("attempt sends %s %q; want only %q", name, got, want)
+		}
 	}
 }
 

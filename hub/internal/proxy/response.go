@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/stargate-router/stargate/hub/internal/routing"
@@ -15,13 +16,66 @@ import (
 // but hop-by-hop headers, Host, the routing method, the hint the hub
 // consumes, and the headers only the hub or the pylon may set
 // (docs/design/headers.md#who-strips-what).
+//
+// The names the hub knows are written in lower case (sendNames), the form
+// HTTP/2 puts on the wire: the tunnel's client lowers every name that is
+// not, allocating a new string for each uncommon name of every request,
+// while a lower-case name passes as it is. Such a name is not canonical,
+// so the set is read and written only through the keys of sendNames, never
+// with Header.Get or Set. The values share one backing array, each capped
+// at its own length, as headers.CopyExcept does.
 func forwardHeaders(in http.Header) http.Header {
 	// Room for the headers the hub adds (queue estimate, deadline,
 	// affinity key, trace context), so that adding them never grows the map.
 	out := make(http.Header, len(in)+4)
-	headers.CopyExcept(out, in, notForwarded)
+	nv := 0
+	for k, vs := range in {
+		if _, skip := notForwarded[k]; !skip {
+			nv += len(vs)
+		}
+	}
+	sv := make([]string, nv)
+	for k, vs := range in {
+		if _, skip := notForwarded[k]; skip {
+			continue
+		}
+		if lower, ok := sendNames[k]; ok {
+			k = lower
+		}
+		if vs == nil {
+			out[k] = nil
+			continue
+		}
+		n := copy(sv, vs)
+		out[k] = sv[:n:n]
+		sv = sv[n:]
+	}
 	return out
 }
+
+// sendNames maps the canonical form of each header the gateway sends and
+// the hub forwards, or the hub sets on an attempt, to its lower-case form,
+// the key forwardHeaders files it under. The trace context is not in it:
+// the propagator writes its canonical keys, and an inbound copy under
+// another key would be sent beside the attempt's own.
+var sendNames = func() map[string]string {
+	names := []string{headers.RequestID, headers.Model, headers.RoutingKey, headers.InputTokens, headers.TokenEstimate,
+		headers.OutputTokens, headers.CacheAffinityKey, headers.Priority, headers.RequestSLOMs, headers.MaxWaitMs,
+		headers.StargateMaxWaitMs, headers.StargateDeadlineMs, headers.StargateExpectedQueueMs}
+	m := make(map[string]string, len(names))
+	for _, n := range names {
+		m[http.CanonicalHeaderKey(n)] = strings.ToLower(n)
+	}
+	return m
+}()
+
+// The keys under which an attempt's own headers are set: sendNames' keys,
+// so that each replaces the copy forwardHeaders made of the inbound value.
+var (
+	sendExpectedQueueMs  = sendNames[http.CanonicalHeaderKey(headers.StargateExpectedQueueMs)]
+	sendCacheAffinityKey = sendNames[http.CanonicalHeaderKey(headers.CacheAffinityKey)]
+	sendDeadlineMs       = sendNames[http.CanonicalHeaderKey(headers.StargateDeadlineMs)]
+)
 
 // notForwarded is the set forwardHeaders leaves out.
 var notForwarded = headers.NewSet(append([]string{"Host", headers.RoutingMethod, headers.StargateLastClusterID, headers.StargatePromptPrefix, headers.StargateRetryable,
@@ -59,14 +113,12 @@ func sessionStateValue(s routing.SessionState) []string {
 // canonical form: Header.Set and Get canonicalise their key, allocating a
 // new string for these lower-case names on every call.
 var (
-	canonExpectedQueueMs    = http.CanonicalHeaderKey(headers.StargateExpectedQueueMs)
 	canonInferenceServerID  = http.CanonicalHeaderKey(headers.InferenceServerID)
 	canonInferenceServerURL = http.CanonicalHeaderKey(headers.InferenceServerURL)
 	canonClusterID          = http.CanonicalHeaderKey(headers.StargateClusterID)
 	canonRetryReason        = http.CanonicalHeaderKey(headers.StargateRetryReason)
 	canonRetryable          = http.CanonicalHeaderKey(headers.StargateRetryable)
 	canonSessionState       = http.CanonicalHeaderKey(headers.StargateSessionState)
-	canonCacheAffinityKey   = http.CanonicalHeaderKey(headers.CacheAffinityKey)
 )
 
 // copyResponse writes the upstream answer to the client: status and headers

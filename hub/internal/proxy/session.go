@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"cmp"
+	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,6 +19,11 @@ import (
 func (p *Proxy) recordSession(req *request, dec *routing.Decision, selection string) {
 	r, alg := &req.pass.Req, req.pass.Route.Algorithm
 	p.cfg.Metrics.session(req.target, alg, r.Session.String(), selection)
+	// Enabled first: the arguments allocate on every request even when the
+	// record is dropped, and hubs run at info or above.
+	if !p.cfg.Log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
 	p.cfg.Log.Debug("routing session classified", "request_id", r.ID, "model_id", req.target.Model,
 		"routing_key", req.target.RoutingKey, "algorithm", alg, "session_state", r.Session.String(),
 		"last_cluster_promoted", r.SessionPromoted, "selected_cluster_id", dec.ClusterID, "selection", selection)

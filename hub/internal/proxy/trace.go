@@ -28,8 +28,16 @@ const (
 // when the request carries a W3C traceparent.
 func (p *Proxy) startRequestSpan(r *http.Request) (context.Context, trace.Span) {
 	ctx := p.propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	return p.tracer.Start(ctx, spanRequest, trace.WithSpanKind(trace.SpanKindServer))
+	return p.tracer.Start(ctx, spanRequest, serverSpan...)
 }
+
+// The spans' start options, made once: each option is an interface value,
+// and a variadic slice passed through the Tracer interface is allocated
+// on every call.
+var (
+	serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	clientSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+)
 
 // traceParsed records the parsed request on the root span.
 func traceParsed(span trace.Span, r *http.Request, req *request, requested string) {
@@ -93,7 +101,7 @@ func traceSelection(span trace.Span, req *request, snap *routing.Snapshot, dec *
 // continue the trace.
 func (p *Proxy) startAttemptSpan(ctx context.Context, out *http.Request, req *request, st *loop, dec *routing.Decision,
 	b state.Backend) (context.Context, trace.Span) {
-	ctx, span := p.tracer.Start(ctx, spanAttempt, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := p.tracer.Start(ctx, spanAttempt, clientSpan...)
 	if span.IsRecording() {
 		span.SetAttributes(
 			attribute.String("http.method", out.Method),

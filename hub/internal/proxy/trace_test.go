@@ -9,6 +9,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/stargate-router/stargate/hub/internal/lb"
 	"github.com/stargate-router/stargate/hub/internal/routing"
@@ -89,5 +90,29 @@ func TestTracing(t *testing.T) {
 	sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(t.Context(), propagation.HeaderCarrier(fwd)))
 	if sc.TraceID().String() != traceID || sc.SpanID() != attempt.SpanContext().SpanID() {
 		t.Errorf("forwarded traceparent %q, want trace %s span %s", fwd.Get("traceparent"), traceID, attempt.SpanContext().SpanID())
+	}
+}
+
+// Without an exporter the hub runs on the no-op tracer provider: no span
+// is made, yet the caller's trace context still reaches the pylon, once
+// and unchanged, so the pylon's and engine's spans join the caller's trace.
+func TestTracingNoopPropagates(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, func(c *Config) { c.TracerProvider, c.Propagator = noop.NewTracerProvider(), propagation.TraceContext{} })
+	hdr := validHeaders()
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	hdr.Set("traceparent", parent)
+	resp, body := h.do(hdr, chatBody)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	var fwd http.Header
+	for _, b := range h.backends {
+		if rs := b.requests(); len(rs) > 0 {
+			fwd = rs[0].Header
+		}
+	}
+	if got := fwd.Values("traceparent"); len(got) != 1 || got[0] != parent {
+		t.Errorf("forwarded traceparent %q; want only %q", got, parent)
 	}
 }

@@ -9,17 +9,26 @@ import (
 	"github.com/stargate-router/stargate/pkg/headers"
 )
 
-// bearerMatches reports whether an Authorization value is "Bearer <token>".
-// Both tokens are hashed before the constant-time comparison, which would
-// otherwise return at once on a length mismatch and so tell a prober the
-// token's length.
-func bearerMatches(authorization, token string) bool {
+// bearerMatches reports whether an Authorization value is "Bearer <token>",
+// given the token's SHA-256 (tokenHash, taken once). Both tokens are hashed
+// before the constant-time comparison, which would otherwise return at
+// once on a length mismatch and so tell a prober the token's length.
+func bearerMatches(authorization string, want *[sha256.Size]byte) bool {
 	scheme, got, ok := strings.Cut(strings.TrimSpace(authorization), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	a, b := sha256.Sum256([]byte(strings.TrimSpace(got))), sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+	// A token of usual length is copied to the stack to be hashed, not to
+	// a new slice per request.
+	var buf [128]byte
+	a := sha256.Sum256(append(buf[:0], strings.TrimSpace(got)...))
+	return subtle.ConstantTimeCompare(a[:], want[:]) == 1
+}
+
+// tokenHash is the SHA-256 bearerMatches compares against.
+func tokenHash(token string) *[sha256.Size]byte {
+	h := sha256.Sum256([]byte(token))
+	return &h
 }
 
 // steering lists the headers, besides the x-stargate-* family, with which a

@@ -524,6 +524,6 @@ type answerOK struct {
 }
 
 func (a answerOK) RoundTrip(r *http.Request) (*http.Response, error) {
-	a.m.backend, a.m.key = a.backend, r.Header.Get(headers.CacheAffinityKey)
+	a.m.backend, a.m.key = a.backend, headers.First(r.Header, headers.CacheAffinityKey) // the hub files the names it sends in lower case
 	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(""))}, nil
 }

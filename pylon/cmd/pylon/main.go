@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/stargate-router/stargate/pkg/cli"
+	"github.com/stargate-router/stargate/pkg/gctune"
 	"github.com/stargate-router/stargate/pkg/obs"
 	"github.com/stargate-router/stargate/pylon/internal/agent"
 	"github.com/stargate-router/stargate/pylon/internal/config"
@@ -53,6 +54,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintln(stderr, "pylon: invalid configuration:", err)
 		return 2
+	}
+	if gc := gctune.Start(getenv, gctune.DefaultHeadroom); gc != nil {
+		defer gc.Stop()
+		log.Info("garbage collector: next collection at the live heap + 64 MiB (GOGC set in the environment overrides)", "gogc", gc.Percent())
 	}
 	warnInsecure(log, cfg)
 	a, err := agent.New(cfg, log, version)

@@ -53,6 +53,9 @@ func TestUpstreamBaseURLListErrors(t *testing.T) {
 		{"http://a:1,,http://b:2", "empty entry"},
 		{"http://a:1,", "empty entry"},
 		{"http://a:1,http://a:1/", `"http://a:1": listed twice`},
+		// Its host becomes a metric label, which must be UTF-8: the
+		// pylon used to accept it and panic registering the label.
+		{"http://a:1,http://\xff:2", "not valid UTF-8"},
 	}
 	for _, tc := range cases {
 		c := validConfig(tc.in)

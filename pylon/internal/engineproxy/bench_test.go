@@ -46,6 +46,7 @@ type benchEngine struct {
 
 func (e benchEngine) RoundTrip(r *http.Request) (*http.Response, error) {
 	_, _ = io.Copy(io.Discard, r.Body)
+	_ = r.Body.Close() // as RoundTrip must: a pooled body buffer returns on it
 	return &http.Response{StatusCode: http.StatusOK, Header: e.header.Clone(), ContentLength: int64(len(e.body)),
 		Body: io.NopCloser(&eofReader{b: e.body}), Request: r}, nil
 }
@@ -146,6 +147,7 @@ func BenchmarkServeChatStream(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			px := benchProxy(b)
 			px.cfg.Client = &http.Client{Transport: sseEngine{chunks: bc.chunks}}
+			px.transport = px.cfg.Client.Transport
 			reqBody := bytes.Repeat([]byte("a"), 1024)
 			reqBody = append(append([]byte(`{"model":"m","stream":true,"max_tokens":16,"messages":[{"role":"user","content":"`), reqBody...), `"}]}`...)
 			hd := benchRequestHeader()
@@ -186,6 +188,7 @@ type sseEngine struct{ chunks [][]byte }
 
 func (e sseEngine) RoundTrip(r *http.Request) (*http.Response, error) {
 	_, _ = io.Copy(io.Discard, r.Body)
+	_ = r.Body.Close() // as RoundTrip must: a pooled body buffer returns on it
 	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}, "Cache-Control": {"no-cache"}},
 		ContentLength: -1, Body: io.NopCloser(&burstReader{chunks: slices.Clone(e.chunks)}), Request: r}, nil
 }

@@ -77,6 +77,10 @@ type Config struct {
 	// MaxEventBytes bounds one unfinished SSE event (1 MiB).
 	MaxEventBytes int
 
+	// Client carries health probes to the engines; requests go through
+	// its Transport alone (http.DefaultTransport if nil), as through a
+	// reverse proxy: an engine's redirect is relayed, not followed, and
+	// the Client's Timeout and Jar do not apply to them.
 	Client *http.Client
 	Clock  clock.Clock
 	Log    *slog.Logger

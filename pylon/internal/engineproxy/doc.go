@@ -25,6 +25,15 @@
 // on another eligible engine; the /health probe answers from the first
 // healthy engine.
 //
+// Requests go to the engine through the configured Client's transport, as
+// from a reverse proxy: an engine's redirect is relayed to the hub, not
+// followed. The request path avoids per-request copies the profile showed
+// as the pylon's own garbage: the hub's request head is stripped in place
+// and becomes the engine request's head, the engine's response head is
+// passed on with its values shared, the engine's URL is parsed once, and
+// bodies above 4 KiB are read into pooled buffers that return to their
+// pool only once the transport has closed every reader of them.
+//
 // It owns no statistics: observations go to a Tracker (the stats collector)
 // declared here, where it is consumed.
 package engineproxy

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stargate-router/stargate/pkg/affinity"
 	"github.com/stargate-router/stargate/pkg/clock"
@@ -64,6 +65,11 @@ func ParseUpstreamURLs(list string) ([]string, error) {
 func checkUpstreamURL(s string) error {
 	if s == "" {
 		return errors.New("--upstream-http-base-url: empty entry in the list")
+	}
+	if !utf8.ValidString(s) {
+		// The engine's label (host:port, a Prometheus label value) must
+		// be UTF-8; the registry would refuse it at start.
+		return fmt.Errorf("--upstream-http-base-url %q: not valid UTF-8", s)
 	}
 	u, err := url.Parse(s)
 	switch {
@@ -123,6 +129,12 @@ type engine struct {
 	base  string // without a trailing slash
 	label string
 	id    uint64 // affinity.HashID(base): every pylon in front of it names it alike
+	// url is base parsed once, for requests built without parsing a URL
+	// each (newUpstreamRequest); nil unless base is a plain scheme, host
+	// and unescaped path (as a validated base is), and then the request
+	// is built the standard way, which reports any error.
+	url  *url.URL
+	host string // url's host without an empty port, as http.NewRequest sets URL.Host and Request.Host
 
 	outstanding int           // requests sent and not yet fully relayed
 	down        bool          // the last attempt failed before a response head
@@ -165,7 +177,12 @@ func newPool(cfg *Config, m *Metrics) *pool {
 		p.limit = int(min(share, math.MaxInt32))
 	}
 	for i, l := range EngineLabels(urls) {
-		p.engines = append(p.engines, &engine{idx: i, base: urls[i], label: l, id: affinity.HashID(urls[i])})
+		e := &engine{idx: i, base: urls[i], label: l, id: affinity.HashID(urls[i])}
+		if u, err := url.Parse(urls[i]); err == nil && u.Host != "" && u.Opaque == "" && u.RawPath == "" &&
+			u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" {
+			e.url, e.host = u, strings.TrimSuffix(u.Host, ":")
+		}
+		p.engines = append(p.engines, e)
 		m.engineUp(l, true)
 	}
 	return p

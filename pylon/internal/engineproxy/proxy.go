@@ -1,7 +1,6 @@
 package engineproxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,8 +20,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/stargate-router/stargate/pkg/headers"
+	"github.com/stargate-router/stargate/pkg/jsonscan"
 	"github.com/stargate-router/stargate/pkg/protocol"
-	"github.com/stargate-router/stargate/pylon/internal/jsonscan"
 )
 
 // Endpoint is the class of a request's path, which decides how it is
@@ -129,6 +129,9 @@ type Proxy struct {
 	tracker Tracker
 	metrics *Metrics
 	pool    *pool
+	// transport is cfg.Client's: requests to engines go through it
+	// directly (send), so redirects are relayed, not followed.
+	transport http.RoundTripper
 
 	healthMu   sync.Mutex
 	healthPath string // the first health path that answered, cached
@@ -142,7 +145,11 @@ type Proxy struct {
 // New returns a proxy; cfg must be valid.
 func New(cfg Config, tracker Tracker, m *Metrics) *Proxy {
 	cfg.UpstreamBaseURL = strings.TrimRight(cfg.UpstreamBaseURL, "/")
-	return &Proxy{cfg: cfg, tracker: tracker, metrics: m, pool: newPool(&cfg, m),
+	transport := http.DefaultTransport
+	if cfg.Client != nil && cfg.Client.Transport != nil {
+		transport = cfg.Client.Transport
+	}
+	return &Proxy{cfg: cfg, tracker: tracker, metrics: m, pool: newPool(&cfg, m), transport: transport,
 		notForwarded: headers.NewSet(append([]string{"Host", headers.TunnelMethod, headers.TunnelPath, headers.StargateExpectedQueueMs, headers.StargateDeadlineMs,
 			headers.StargateUpstreamRetryable, headers.StargateRetryable, headers.StargateRetryReason, headers.StargateRetryAfterMs,
 			cfg.UpstreamRetryHeader, headers.DynamoRequestPriority, headers.DynamoRequestStrictPriority}, headers.HopByHop...)...),
@@ -292,7 +299,7 @@ func (px *Proxy) accept(w http.ResponseWriter, r *http.Request, start time.Time)
 // request; it returns the outcome, and abort when the response must be
 // reset rather than ended cleanly.
 func (px *Proxy) handle(w http.ResponseWriter, r *http.Request, info RequestInfo, obs Observation, start time.Time) (outcome, bool) {
-	body, err := readAll(http.MaxBytesReader(w, r.Body, px.cfg.MaxBodyBytes), r.ContentLength, px.cfg.MaxBodyBytes)
+	body, err := readBody(http.MaxBytesReader(w, r.Body, px.cfg.MaxBodyBytes), r.ContentLength, px.cfg.MaxBodyBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -302,7 +309,8 @@ func (px *Proxy) handle(w http.ResponseWriter, r *http.Request, info RequestInfo
 		}
 		return outcomeFailed, false
 	}
-	if detail := checkBody(info.Endpoint, r.URL.Path, body); detail != "" {
+	defer body.release()
+	if detail := checkBody(info.Endpoint, r.URL.Path, body.b); detail != "" {
 		problem(w, http.StatusBadRequest, detail, nil)
 		return outcomeFailed, false
 	}
@@ -310,30 +318,6 @@ func (px *Proxy) handle(w http.ResponseWriter, r *http.Request, info RequestInfo
 		return outcomeFailed, false
 	}
 	return px.forward(w, r, info, body, obs, start)
-}
-
-// readAll is io.ReadAll with a first buffer sized for a declared length
-// (bounded by limit), so a body is read without growing the buffer two or
-// three times; the extra byte lets the read that sees EOF find room.
-func readAll(r io.Reader, declared, limit int64) ([]byte, error) {
-	size := int64(512) // io.ReadAll's first buffer
-	if declared > 0 && declared < limit {
-		size = declared + 1
-	}
-	b := make([]byte, 0, size)
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err != nil {
-			if err == io.EOF {
-				err = nil
-			}
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // let append pick the growth
-		}
-	}
 }
 
 // checkBody enforces a JSON body, and stream:true on chat and responses:
@@ -501,28 +485,54 @@ func (px *Proxy) retryable(w http.ResponseWriter, status int, reason string, ret
 	problem(w, status, detail, map[string]any{"reason": reason})
 }
 
-// upstreamRequestHeaders is the header set sent to the engine: the hub's
-// headers minus hop-by-hop, tunnel, routing-estimate, retry-control and
-// inbound dynamo priority headers, plus (backend dynamo) the priority
-// headers the pylon alone writes.
-func (px *Proxy) upstreamRequestHeaders(in http.Header, prio uint32) http.Header {
-	out := make(http.Header, len(in)+2) // +2: the dynamo priority headers
-	headers.CopyExcept(out, in, px.notForwarded)
+// upstreamRequestHeaders makes the hub's request head, in place, the
+// header set sent to the engine: minus hop-by-hop, tunnel,
+// routing-estimate, retry-control and inbound dynamo priority headers,
+// plus (backend dynamo) the priority headers the pylon alone writes. In
+// place, because a new map per request was the largest allocation of the
+// pylon's own code: the head is the handler's (the HTTP/2 server makes
+// one per request), every header the proxy reads has been read before the
+// request goes upstream, and every attempt sends the same set, which the
+// transports only read. h's keys must be canonical, as they are in any
+// header net/http parsed.
+func (px *Proxy) upstreamRequestHeaders(h http.Header, prio uint32) http.Header {
+	for k := range h {
+		if _, ok := px.notForwarded[k]; ok {
+			delete(h, k)
+		}
+	}
 	if strings.EqualFold(px.cfg.UpstreamBackend, "dynamo") {
 		rank := uint32(0)
 		if px.cfg.PriorityCeiling > prio {
 			rank = px.cfg.PriorityCeiling - prio
 		}
-		out[canonDynamoPriority] = []string{strconv.FormatUint(uint64(rank), 10)}
-		out[canonDynamoStrictPriority] = []string{"0"}
+		h[canonDynamoPriority] = []string{strconv.FormatUint(uint64(rank), 10)}
+		h[canonDynamoStrictPriority] = []string{"0"}
 	}
-	return out
+	return h
+}
+
+// shareExcept sets every key of src but those in skip on dst, with src's
+// value slices, not copies of them: headers.CopyExcept copies the values
+// for a dst that may be changed, which cost an array per response. src,
+// the engine's response head, is read and dropped; dst is the response
+// head that the tunnel's HTTP/2 server copies when it is written. Keys
+// are only ever replaced on dst (Set), never appended to, and net/http
+// caps every parsed value slice, so an append would not write into src
+// anyway. src's keys must be canonical, as they are in any header
+// net/http parsed.
+func shareExcept(dst, src http.Header, skip headers.Set) {
+	for k, vs := range src {
+		if _, ok := skip[k]; !ok {
+			dst[k] = vs
+		}
+	}
 }
 
 // forward sends the request to an engine and returns its answer to the
 // hub; it returns the outcome, and abort when the response must be reset
 // rather than ended cleanly.
-func (px *Proxy) forward(w http.ResponseWriter, r *http.Request, info RequestInfo, body []byte, obs Observation, start time.Time) (outcome, bool) {
+func (px *Proxy) forward(w http.ResponseWriter, r *http.Request, info RequestInfo, body requestBody, obs Observation, start time.Time) (outcome, bool) {
 	if deadlinePassed(r.Context()) {
 		// Reading the body and admission used what was left: the
 		// engine is not called for an answer nobody will read.
@@ -548,10 +558,11 @@ func (px *Proxy) forward(w http.ResponseWriter, r *http.Request, info RequestInf
 // once on another eligible engine, never the failed one (the body is
 // buffered, so it replays); nothing is retried once a head has arrived.
 // The returned engine is counted outstanding until the caller releases it.
-func (px *Proxy) dispatch(ctx context.Context, r *http.Request, info RequestInfo, body []byte, obs Observation) (*http.Response, *engine, bool, error) {
+func (px *Proxy) dispatch(ctx context.Context, r *http.Request, info RequestInfo, body requestBody, obs Observation) (*http.Response, *engine, bool, error) {
 	key, _ := headers.GetText(r.Header, headers.CacheAffinityKey)
+	hd := px.upstreamRequestHeaders(r.Header, info.Priority)
 	e := px.pool.acquire(key, nil, false)
-	resp, gotConn, err := px.send(ctx, r, info, body, obs, e)
+	resp, gotConn, err := px.send(ctx, r, hd, body, obs, e)
 	var be buildError
 	if err == nil || errors.As(err, &be) || r.Context().Err() != nil {
 		return resp, e, gotConn, err
@@ -565,7 +576,7 @@ func (px *Proxy) dispatch(ctx context.Context, r *http.Request, info RequestInfo
 		"engine", e.label, "retry_engine", alt.label, "err", err)
 	px.metrics.engineRequest(e.label, engineStatusRetried)
 	px.pool.release(e)
-	resp, gotConn, err = px.send(ctx, r, info, body, obs, alt)
+	resp, gotConn, err = px.send(ctx, r, hd, body, obs, alt)
 	if err != nil && r.Context().Err() == nil {
 		px.pool.failed(alt)
 	}
@@ -688,21 +699,80 @@ type buildError struct{ err error }
 func (b buildError) Error() string { return b.err.Error() }
 
 // send makes one attempt on engine e, telling obs which engine it goes to
-// first. gotConn reports whether a connection to the engine was obtained.
-func (px *Proxy) send(ctx context.Context, r *http.Request, info RequestInfo, body []byte, obs Observation, e *engine) (resp *http.Response, gotConn bool, err error) {
+// first, with the header set hd (upstreamRequestHeaders). gotConn reports
+// whether a connection to the engine was obtained.
+func (px *Proxy) send(ctx context.Context, r *http.Request, hd http.Header, body requestBody, obs Observation, e *engine) (resp *http.Response, gotConn bool, err error) {
 	if eo, ok := obs.(EngineObservation); ok {
 		eo.Dispatched(e.idx)
 	}
 	var conn atomic.Bool
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { conn.Store(true) }})
-	req, err := http.NewRequestWithContext(ctx, r.Method, e.base+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := newUpstreamRequest(ctx, r, e, body)
 	if err != nil {
 		return nil, false, buildError{err}
 	}
-	req.Header = px.upstreamRequestHeaders(r.Header, info.Priority)
-	req.ContentLength = int64(len(body))
-	resp, err = px.cfg.Client.Do(req)
+	req.Header = hd
+	// The transport, not http.Client: an engine's redirect goes back to
+	// the hub as it came, as from any reverse proxy, and the Client's
+	// copy of the header set for following redirects is not made.
+	resp, err = px.transport.RoundTrip(req)
+	if err != nil {
+		// The error as http.Client reports it, naming the request.
+		err = &url.Error{Op: urlErrorOp(req.Method), URL: req.URL.Redacted(), Err: err}
+	}
 	return resp, conn.Load(), err
+}
+
+// urlErrorOp is http.Client's Op of a *url.Error: "Post" for POST.
+func urlErrorOp(method string) string {
+	if method == "" {
+		return "Get"
+	}
+	return method[:1] + strings.ToLower(method[1:])
+}
+
+// newUpstreamRequest builds the request to engine e for the hub's request
+// r, with the body's buffer, its length and a GetBody (the transport
+// replays the body on a new connection when a kept-alive one turns out to
+// be dead). The URL is the engine's base, parsed once, with r's path and
+// query: parsing the concatenated URL again for every request, as
+// http.NewRequest would, cost an allocation of its own and a copy of the
+// path. A path with escapes of its own, or a base without a parsed URL
+// (see engine.url), takes that standard way.
+func newUpstreamRequest(ctx context.Context, r *http.Request, e *engine, body requestBody) (*http.Request, error) {
+	base := e.url
+	if base == nil || r.URL.RawPath != "" {
+		req, err := http.NewRequestWithContext(ctx, r.Method, e.base+r.URL.RequestURI(), nil)
+		if err != nil {
+			return nil, err
+		}
+		setBody(req, body)
+		return req, nil
+	}
+	// An empty URL parses without allocating more than the URL itself,
+	// and NewRequestWithContext still checks the method.
+	req, err := http.NewRequestWithContext(ctx, r.Method, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	u := req.URL
+	*u = *base
+	u.Path = base.Path + r.URL.Path
+	u.RawQuery, u.ForceQuery = r.URL.RawQuery, r.URL.ForceQuery
+	u.Host, req.Host = e.host, e.host
+	setBody(req, body)
+	return req, nil
+}
+
+// setBody gives req the buffered body, as http.NewRequest does for a
+// bytes.Reader.
+func setBody(req *http.Request, body requestBody) {
+	req.ContentLength = int64(len(body.b))
+	if req.ContentLength == 0 {
+		req.Body, req.GetBody = http.NoBody, func() (io.ReadCloser, error) { return http.NoBody, nil }
+		return
+	}
+	req.Body, req.GetBody = body.reader(), body.getBody()
 }
 
 // isConnectFailure reports whether a failed upstream call never reached
@@ -718,7 +788,7 @@ func isConnectFailure(err error, gotConn bool) bool {
 // engine answer to the hub's retry signal: a status in the retryable set,
 // and (unless disabled) the engine's own retry header saying true.
 func (px *Proxy) copyResponseHeaders(dst http.Header, resp *http.Response) {
-	headers.CopyExcept(dst, resp.Header, px.notReturned)
+	shareExcept(dst, resp.Header, px.notReturned)
 	if !slices.Contains(px.cfg.RetryableStatusCodes, resp.StatusCode) {
 		if resp.StatusCode >= 400 {
 			px.metrics.nonretryable(px.cfg.InferenceServerID, "upstream_nonretryable_status")

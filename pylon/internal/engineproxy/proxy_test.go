@@ -456,8 +456,10 @@ func TestUpstreamRequestHeadersHopByHop(t *testing.T) {
 	if out.Get(headers.RequestID) != "v" {
 		t.Errorf("x-request-id dropped")
 	}
-	if in.Get("Connection") != "v" {
-		t.Errorf("the inbound header set was modified")
+	// The hub's head is the handler's own, and it is stripped in place
+	// rather than copied.
+	if in.Get("Connection") != "" || in.Get(headers.RequestID) != "v" {
+		t.Errorf("the inbound header set was not the one stripped: %v", in)
 	}
 }
 

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
-	"github.com/stargate-router/stargate/pylon/internal/jsonscan"
+	"github.com/stargate-router/stargate/pkg/jsonscan"
 )
 
 // Invalid-event reasons of pylon_engine_stats_stream_invalid_events_total.

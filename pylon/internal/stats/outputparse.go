@@ -8,7 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/stargate-router/stargate/pylon/internal/jsonscan"
+	"github.com/stargate-router/stargate/pkg/jsonscan"
 )
 
 // chunkTokens is what one response chunk says about output tokens

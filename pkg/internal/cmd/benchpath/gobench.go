@@ -28,7 +28,9 @@ var goBenches = []goBench{
 	{Tier: "hub", Module: "hub", Package: "./internal/proxy/", Pattern: "^BenchmarkServe$",
 		What: "one request through the hub's proxy: headers, body, routing pass, reservation, round trip over an in-memory tunnel, a 360 B answer copied back; no sockets"},
 	{Tier: "pylon", Module: "pylon", Package: "./internal/engineproxy/", Pattern: "^BenchmarkServeCompletion$",
-		What: "one non-streaming 1 KiB completion through the pylon's engine proxy: checks, stats observation, upstream request, answer; no sockets (the pylon has no streamed whole-request benchmark)"},
+		What: "one non-streaming 1 KiB completion through the pylon's engine proxy: checks, stats observation, upstream request, answer; no sockets"},
+	{Tier: "pylon", Module: "pylon", Package: "./internal/engineproxy/", Pattern: "^BenchmarkServeChatStream$",
+		What: "one streamed 1 KiB chat through the pylon's engine proxy, as the spine and the chain send it: the mock engine's 19 events for 16 tokens, each in its own read (event-per-read) or all in one (burst); no sockets"},
 	{Tier: "engine", Module: "pkg", Package: "./mockengine/", Pattern: "^BenchmarkRequestPath$",
 		What: "the mock engine's handler for a 5 KiB chat, JSON and SSE answers"},
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -42,13 +41,17 @@ func (s *stackFlags) start(ctx context.Context, log io.Writer, demoArgs ...strin
 		}
 		results, cleanup = dir, func() { _ = os.RemoveAll(dir) }
 	}
-	st, ep, err := demostack.Start(ctx, demostack.Options{Demo: filepath.Join(s.bin, "demo"), BinDir: s.bin,
-		ResultsDir: results, Args: demoArgs, Log: log})
+	st, ep, err := demostack.Start(ctx, demostack.Options{BinDir: s.bin, ResultsDir: results, Args: demoArgs, Output: log})
 	if err != nil {
 		cleanup()
 		return nil, ep, nil, err
 	}
-	return st, ep, func() { st.Stop(); cleanup() }, nil
+	return st, ep, func() {
+		if err := st.Stop(); err != nil {
+			fmt.Fprintln(log, "obs: stopping the demo stack:", err)
+		}
+		cleanup()
+	}, nil
 }
 
 // uses parses every expression for the live check.

@@ -50,8 +50,6 @@ func EventOnly() map[string]string {
 		"pylon_engine_stats_stale_cleanups_total":                  "only after 30 s (stats) or 300 s (requests) without engine events",
 		"pylon_engine_stats_source_transitions_total":              "only when the throughput source changes (an engine without a stats stream)",
 		"stargate_prefix_summaries_total":                          "only for requests of a prefix-aware route (prefix-affinity, or prefix_affinity on wait-and-widen); the demo routes with pulsar-wait-and-widen (hub/e2e TestE2E/Suite/PrefixAffinity scrapes it)",
-		"llm_api_gateway_rate_limit_checks_total":                  "only with RATE_LIMIT_MODE=local; the demo's gateways run the exact mode (gateway/internal/ratelimit TestLocalModeBoundThreeOlricNodes exercises it)",
-		"llm_api_gateway_rate_limit_sync_duration_seconds":         "only with RATE_LIMIT_MODE=local; the demo's gateways run the exact mode",
 		"stargate_prefix_routed_total":                             "only for requests of a prefix-aware route answered 2xx; the demo routes with pulsar-wait-and-widen (hub/e2e TestE2E/Suite/PrefixAffinity scrapes it)",
 	}
 }

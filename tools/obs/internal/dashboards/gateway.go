@@ -81,10 +81,10 @@ func Gateway() Dashboard {
 					Description: "Store calls that failed or timed out, by operation (reserve, settle). Each one admitted a request unchecked (fail open) or refused it with 503 (fail closed).",
 					Queries:     []Query{q(`sum by (op, kind) (rate(llm_api_gateway_rate_limit_store_errors_total{`+gwi+`}[$__rate_interval]))`, "{{op}} {{kind}}")}},
 				{Title: "Rate-limit checks answered locally", Unit: "percentunit", Ratio: true,
-					Description: "local / all checks (RATE_LIMIT_MODE=local): the share admitted or refused from the replica's own view without a store round trip. Near 1 under steady traffic; a first use of a counter, a counter idle for a sync round or a request past the replica's share goes to the store.",
+					Description: "local / all checks (RATE_LIMIT_MODE=local, the default; no data with exact): the share admitted or refused from the replica's own view without a store round trip. Near 1 under steady traffic; a first use of a counter, a counter idle for a sync round or a request past the replica's share goes to the store.",
 					Queries:     []Query{q(`sum(rate(llm_api_gateway_rate_limit_checks_total{path="local", `+gwi+`}[$__rate_interval])) / sum(rate(llm_api_gateway_rate_limit_checks_total{`+gwi+`}[$__rate_interval]))`, "local share")}},
 				{Title: "Rate-limit sync round duration", Unit: "s",
-					Description: "Duration of one reconciliation round with the store (RATE_LIMIT_MODE=local), p50 and p99. The over-admission bound grows with interval + round time: a p99 near RATE_LIMIT_SYNC_INTERVAL doubles it.",
+					Description: "Duration of one reconciliation round with the store (RATE_LIMIT_MODE=local, the default; no data with exact), p50 and p99. The over-admission bound grows with interval + round time: a p99 near RATE_LIMIT_SYNC_INTERVAL doubles it.",
 					Queries: []Query{
 						q(`histogram_quantile(0.5, sum by (le) (rate(llm_api_gateway_rate_limit_sync_duration_seconds_bucket{`+gwi+`}[$__rate_interval])))`, "p50"),
 						q(`histogram_quantile(0.99, sum by (le) (rate(llm_api_gateway_rate_limit_sync_duration_seconds_bucket{`+gwi+`}[$__rate_interval])))`, "p99"),

@@ -95,12 +95,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 
-	st, ep, err := demostack.Start(ctx, demostack.Options{Demo: filepath.Join(o.Bin, "demo"), BinDir: o.Bin,
-		ResultsDir: filepath.Join(dir, "demo"), Args: []string{"--sessions", "8", "--turns", "2", "--deadline", "30s"}, Log: o.Log})
+	st, ep, err := demostack.Start(ctx, demostack.Options{BinDir: o.Bin,
+		ResultsDir: filepath.Join(dir, "demo"), Args: []string{"--sessions", "8", "--turns", "2", "--deadline", "30s"}, Output: o.Log})
 	if err != nil {
 		return nil, err
 	}
-	defer st.Stop()
+	defer func() {
+		// A demo that had to be killed, or failed, is a finding too.
+		if err := st.Stop(); err != nil {
+			r.Problems = append(r.Problems, "stopping the demo stack: "+err.Error())
+		}
+	}()
 	r.StackUp = time.Since(r.Started)
 	c := &http.Client{Timeout: 30 * time.Second}
 	targets, err := ep.Targets(ctx, c)

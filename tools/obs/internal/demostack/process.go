@@ -41,9 +41,16 @@ type Options struct {
 	// Output receives everything the demo prints, credentials redacted
 	// (nil: discarded).
 	Output io.Writer
+	// StartTimeout bounds the wait for the demo's URLs, its workload
+	// included, besides ctx (0: two minutes).
+	StartTimeout time.Duration
 	// StopGrace replaces stopGrace when > 0 (tests).
 	StopGrace time.Duration
 }
+
+// defaultStartTimeout is the wait for the URLs when Options gives none:
+// the demo's small workloads end within a minute on two cores.
+const defaultStartTimeout = 2 * time.Minute
 
 // Stack is a running demo.
 type Stack struct {
@@ -58,9 +65,16 @@ type Stack struct {
 }
 
 // Start runs bin/demo --keep and returns once it printed the stack's URLs,
-// i.e. once its workload is done and the stack stays up. ctx bounds the
-// wait (and ending it stops the demo); the caller must Stop the stack.
+// i.e. once its workload is done and the stack stays up. ctx and
+// o.StartTimeout bound the wait (and ending it stops the demo); the
+// caller must Stop the stack.
 func Start(ctx context.Context, o Options) (*Stack, Endpoints, error) {
+	timeout := o.StartTimeout
+	if timeout <= 0 {
+		timeout = defaultStartTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	demo := filepath.Join(o.BinDir, "demo")
 	args := append([]string{"--bin-dir", o.BinDir, "--results-dir", o.ResultsDir, "--keep"}, o.Args...)
 	cmd := exec.Command(demo, args...) //nolint:gosec // G204: the caller names its own bin folder
@@ -98,7 +112,7 @@ func Start(ctx context.Context, o Options) (*Stack, Endpoints, error) {
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
-		var p parser
+		p := newParser()
 		found := false
 		sc := bufio.NewScanner(pr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -106,9 +120,13 @@ func Start(ctx context.Context, o Options) (*Stack, Endpoints, error) {
 			line := redact(sc.Text())
 			fmt.Fprintln(log, line)
 			s.tail.add(line)
-			if !found && p.line(sc.Text()) {
+			if found {
+				continue
+			}
+			if p.line(sc.Text()); p.complete {
 				found = true
-				ready <- parsed{p.ep, p.err}
+				ep, err := p.endpoints()
+				ready <- parsed{ep, err}
 			}
 		}
 	}()

@@ -84,3 +84,47 @@ func TestParserMapsPylonsToTheirCluster(t *testing.T) {
 		t.Fatalf("regions = %v", ep.Region)
 	}
 }
+
+func TestParseOutput(t *testing.T) {
+	ep, err := ParseOutput(demoOutput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep.Gateway != "http://127.0.0.1:33127" || ep.HubMetrics != "http://127.0.0.1:37061/metrics" || ep.HubAdmin != "http://127.0.0.1:37061" {
+		t.Errorf("got %+v", ep)
+	}
+}
+
+func TestParseOutputFails(t *testing.T) {
+	before, after, _ := strings.Cut(demoOutput, "DEMO_KEEP")
+	for _, c := range []struct {
+		name, out, want string
+	}{
+		// The banner names the gateway too, but the stack only stays up
+		// after the marker.
+		{"no keep block", before, "has no DEMO_KEEP block"},
+		{"block cut short", before + "DEMO_KEEP: up\n  gateway        http://127.0.0.1:1/v1  (API key k, in f)\n", "does not end"},
+		{"metrics not /metrics", before + "DEMO_KEEP" + strings.Replace(after, "37061/metrics", "37061/prom", 1), `"http://127.0.0.1:37061/prom" does not end in /metrics`},
+		{"no hub line", before + "DEMO_KEEP" + strings.Replace(after, "routing state", "state", 1), "hub URL"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ep, err := ParseOutput(c.out)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %+v, %v; want an error with %q", ep, err, c.want)
+			}
+		})
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"  gateway        http://127.0.0.1:1/v1  (API key sk-demo-6ec3, in /tmp/k)":             "  gateway        http://127.0.0.1:1/v1  (API key <redacted>, in /tmp/k)",
+		"  hub            http://127.0.0.1:2  (gateway token 4801da; routing state http://x/y)": "  hub            http://127.0.0.1:2  (gateway token <redacted>; routing state http://x/y)",
+		"  try   curl -sN http://x/v1 -H 'Authorization: Bearer sk-demo-6ec3' \\":               "  try   curl -sN http://x/v1 -H 'Authorization: Bearer <redacted>' \\",
+		"requests   279: 279 ok": "requests   279: 279 ok",
+	} {
+		if got := redact(in); got != want {
+			t.Errorf("redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,23 +1,10 @@
-// Package demostack runs the repository's demo stack (bin/demo with
-// --keep: a gateway, a hub and 2 regions x 2 clusters on loopback) and
-// reads its URLs from what the demo prints, so the checks scrape and load
-// the same binaries `make build` produced, started the way `make demo`
-// starts them.
 package demostack
 
 import (
-	"bufio"
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
-	"time"
 )
 
 // Endpoints are the running stack's URLs as the demo prints them.
@@ -29,6 +16,10 @@ type Endpoints struct {
 	Hub, GatewayToken string
 	// GatewayMetrics and HubMetrics are /metrics URLs.
 	GatewayMetrics, HubMetrics string
+	// HubAdmin is the hub's admin listener's base URL (HubMetrics without
+	// /metrics): /debug/state, /debug/routing and /ui live there. The
+	// demo's hub has no admin token.
+	HubAdmin string
 	// PylonMetrics are the pylons' /metrics URLs by pylon name: the
 	// cluster id when a cluster has one pylon, "<cluster>-p<i>" when it has
 	// several (PylonCluster maps it back).
@@ -54,7 +45,13 @@ var (
 	reTry      = regexp.MustCompile(`^\s*try\s+curl `)
 )
 
-// parser accumulates the demo's output lines.
+// keepMarker starts the block the demo prints once its workload is done
+// and the stack stays up.
+const keepMarker = "DEMO_KEEP"
+
+// parser accumulates the demo's output lines. Only lines after the
+// DEMO_KEEP marker give URLs: the banner before the workload names some
+// too, but the stack is not known to stay up until the marker.
 type parser struct {
 	ep       Endpoints
 	keep     bool // the DEMO_KEEP block started
@@ -74,7 +71,7 @@ func (p *parser) line(s string) {
 	if m := reModel.FindStringSubmatch(s); m != nil {
 		p.ep.Model = m[1]
 	}
-	if strings.HasPrefix(s, "DEMO_KEEP") {
+	if strings.HasPrefix(strings.TrimSpace(s), keepMarker) {
 		p.keep = true
 	}
 	if !p.keep {
@@ -125,115 +122,35 @@ func (p *parser) endpoints() (Endpoints, error) {
 	if len(missing) > 0 {
 		return p.ep, fmt.Errorf("the demo's output lacks: %s", strings.Join(missing, ", "))
 	}
+	admin, err := adminBase(p.ep.HubMetrics)
+	if err != nil {
+		return p.ep, err
+	}
+	p.ep.HubAdmin = admin
 	return p.ep, nil
 }
 
-// Options say how to run the demo.
-type Options struct {
-	// Demo is the path of bin/demo; BinDir the folder of the binaries it
-	// starts.
-	Demo, BinDir string
-	// ResultsDir receives the demo's run folder (logs, its workload).
-	ResultsDir string
-	// Args are extra demo flags (a small workload: --sessions, --turns).
-	Args []string
-	// Log receives the demo's output as it runs (nil: discarded).
-	Log io.Writer
-	// StartTimeout bounds the demo's startup and first workload.
-	StartTimeout time.Duration
+// adminBase is the admin listener's base URL of a /metrics URL.
+func adminBase(metricsURL string) (string, error) {
+	base, ok := strings.CutSuffix(metricsURL, "/metrics")
+	if !ok || base == "" {
+		return "", fmt.Errorf("the hub's metrics URL %q does not end in /metrics, so its admin base is unknown", metricsURL)
+	}
+	return base, nil
 }
 
-// Stack is a running demo.
-type Stack struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-	once sync.Once
-}
-
-// Start runs the demo with --keep and returns once it printed its URLs.
-func Start(ctx context.Context, o Options) (*Stack, Endpoints, error) {
-	args := append([]string{"--bin-dir", o.BinDir, "--results-dir", o.ResultsDir, "--keep"}, o.Args...)
-	cmd := exec.Command(o.Demo, args...) //nolint:gosec // G204: the Makefile names the demo binary
-	cmd.Env = os.Environ()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, Endpoints{}, err
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		return nil, Endpoints{}, fmt.Errorf("starting %s: %w", o.Demo, err)
-	}
-	s := &Stack{cmd: cmd, done: make(chan struct{})}
-	log := o.Log
-	if log == nil {
-		log = io.Discard
-	}
+// ParseOutput reads the endpoints from the demo's whole output, as Start
+// does line by line; tests and a reader of a saved log use it.
+func ParseOutput(out string) (Endpoints, error) {
 	p := newParser()
-	ready := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		signalled := false
-		for sc.Scan() {
-			fmt.Fprintln(log, sc.Text())
-			if !signalled {
-				p.line(sc.Text())
-				if p.complete {
-					signalled = true
-					close(ready)
-				}
-			}
+	for l := range strings.Lines(out) {
+		p.line(strings.TrimRight(l, "\r\n"))
+		if p.complete {
+			return p.endpoints()
 		}
-		s.err = cmd.Wait()
-		close(s.done)
-	}()
-	timeout := o.StartTimeout
-	if timeout <= 0 {
-		timeout = 2 * time.Minute
 	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-ready:
-		ep, err := p.endpoints()
-		if err != nil {
-			s.Stop()
-			return nil, ep, err
-		}
-		return s, ep, nil
-	case <-s.done:
-		return nil, Endpoints{}, fmt.Errorf("the demo exited before printing its URLs: %w", s.err)
-	case <-t.C:
-		s.Stop()
-		return nil, Endpoints{}, fmt.Errorf("the demo printed no URLs within %s", timeout)
-	case <-ctx.Done():
-		s.Stop()
-		return nil, Endpoints{}, ctx.Err()
+	if !p.keep {
+		return Endpoints{}, errors.New("the demo's output has no " + keepMarker + " block (was it run with --keep, and did its workload finish?)")
 	}
-}
-
-// Stop interrupts the demo (it stops every process it started) and waits
-// for it; after 30 s it kills the demo itself.
-func (s *Stack) Stop() {
-	s.once.Do(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGINT)
-		t := time.NewTimer(30 * time.Second)
-		defer t.Stop()
-		select {
-		case <-s.done:
-		case <-t.C:
-			_ = s.cmd.Process.Kill()
-			<-s.done
-		}
-	})
-}
-
-// Err is the demo's exit error once stopped; an interrupt is not one.
-func (s *Stack) Err() error {
-	var ee *exec.ExitError
-	if errors.As(s.err, &ee) && ee.ExitCode() == 130 {
-		return nil
-	}
-	return s.err
+	return Endpoints{}, errors.New("the demo's " + keepMarker + " block does not end (no `try` line)")
 }

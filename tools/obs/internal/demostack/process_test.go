@@ -20,10 +20,15 @@ func fakeDemo(t *testing.T, pre, body string) string {
 	t.Helper()
 	bin := t.TempDir()
 	script := "#!/bin/sh\n" + pre + `
+echo "  hub routes demo-model with pulsar-wait-and-widen (cache_affinity_wait_ms 20, last_cluster_affinity on)"
+echo "  region near (hub RTT ~1 ms, engine TTFT +10 ms):  near-a 64k/133k tok/s"
 echo "workload done"
 echo "DEMO_KEEP: the stack stays up until Ctrl-C"
 echo "  gateway        http://127.0.0.1:1/v1  (API key sk-secret, in /tmp/k)"
+echo "  hub            http://127.0.0.1:4  (gateway token gw-secret; routing state http://127.0.0.1:3/debug/state)"
 echo "  metrics        gateway http://127.0.0.1:2/metrics  hub http://127.0.0.1:3/metrics"
+echo "                 pylon near-a http://127.0.0.1:5/metrics"
+echo "  try            curl -sN http://127.0.0.1:1/v1/chat/completions -H 'Authorization: Bearer sk-secret' \\"
 ` + body
 	if err := os.WriteFile(filepath.Join(bin, "demo"), []byte(script), 0o700); err != nil { //nolint:gosec // G306: a test's executable
 		t.Fatal(err)
@@ -61,8 +66,8 @@ trap 'kill $!; echo stopping; exit 0' INT`, "wait\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ep.HubAdmin != "http://127.0.0.1:3" {
-		t.Errorf("HubAdmin %q, want http://127.0.0.1:3", ep.HubAdmin)
+	if ep.HubAdmin != "http://127.0.0.1:3" || ep.APIKey != "sk-secret" || ep.GatewayToken != "gw-secret" {
+		t.Errorf("endpoints %+v: want HubAdmin http://127.0.0.1:3 and the credentials as printed", ep)
 	}
 	pid := st.cmd.Process.Pid
 	if err := st.Stop(); err != nil {
@@ -75,7 +80,7 @@ trap 'kill $!; echo stopping; exit 0' INT`, "wait\n")
 		t.Errorf("a second Stop: %v", err)
 	}
 	got := out.String()
-	if !strings.Contains(got, "stopping") || !strings.Contains(got, "API key <redacted>") || strings.Contains(got, "sk-secret") {
+	if !strings.Contains(got, "stopping") || !strings.Contains(got, "API key <redacted>") || strings.Contains(got, "sk-secret") || strings.Contains(got, "gw-secret") {
 		t.Errorf("the copied output should hold the demo's last line and no credential:\n%s", got)
 	}
 }

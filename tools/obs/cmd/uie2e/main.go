@@ -23,9 +23,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stargate-router/stargate/tools/uie2e/internal/demostack"
-	"github.com/stargate-router/stargate/tools/uie2e/internal/pagecheck"
-	"github.com/stargate-router/stargate/tools/uie2e/internal/routeview"
+	"github.com/stargate-router/stargate/tools/obs/internal/demostack"
+	"github.com/stargate-router/stargate/tools/obs/internal/pagecheck"
+	"github.com/stargate-router/stargate/tools/obs/internal/routeview"
 )
 
 func main() {
