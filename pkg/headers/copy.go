@@ -22,7 +22,14 @@ func NewSet(names ...string) Set {
 // array, each capped so that an append to one key cannot overwrite the
 // next. src's keys must be canonical, as they are in any header net/http
 // parsed.
-func CopyExcept(dst, src http.Header, skip Set) {
+func CopyExcept(dst, src http.Header, skip Set) { CopyExceptAs(dst, src, skip, nil) }
+
+// CopyExceptAs is CopyExcept filing each key of src that as maps under
+// its value instead: a relay that writes HTTP/2 files names in lower case,
+// the form the wire carries, which x/net would otherwise make with an
+// allocation per name and request. Such keys are not canonical: the
+// result must be read through them, never with Header.Get.
+func CopyExceptAs(dst, src http.Header, skip Set, as map[string]string) {
 	nv := 0
 	for k, vs := range src {
 		if _, ok := skip[k]; !ok {
@@ -34,6 +41,9 @@ func CopyExcept(dst, src http.Header, skip Set) {
 		if _, ok := skip[k]; ok {
 			continue
 		}
+		if a, ok := as[k]; ok {
+			k = a
+		}
 		if vs == nil {
 			dst[k] = nil
 			continue
@@ -41,6 +51,21 @@ func CopyExcept(dst, src http.Header, skip Set) {
 		n := copy(sv, vs)
 		dst[k] = sv[:n:n]
 		sv = sv[n:]
+	}
+}
+
+// ShareExcept sets every key of src but those in skip on dst with src's
+// value slices, not copies: for a src that is read and dropped (an
+// upstream response head) and a dst whose writer copies the values when
+// it sends them, the copy CopyExcept makes is an array per response for
+// nothing. dst's keys must only be replaced (Set), never appended to; a
+// parsed header's value slices are capped, so an append would not write
+// into src anyway. src's keys must be canonical.
+func ShareExcept(dst, src http.Header, skip Set) {
+	for k, vs := range src {
+		if _, ok := skip[k]; !ok {
+			dst[k] = vs
+		}
 	}
 }
 

@@ -22,34 +22,12 @@ import (
 // not, allocating a new string for each uncommon name of every request,
 // while a lower-case name passes as it is. Such a name is not canonical,
 // so the set is read and written only through the keys of sendNames, never
-// with Header.Get or Set. The values share one backing array, each capped
-// at its own length, as headers.CopyExcept does.
+// with Header.Get or Set.
 func forwardHeaders(in http.Header) http.Header {
 	// Room for the headers the hub adds (queue estimate, deadline,
 	// affinity key, trace context), so that adding them never grows the map.
 	out := make(http.Header, len(in)+4)
-	nv := 0
-	for k, vs := range in {
-		if _, skip := notForwarded[k]; !skip {
-			nv += len(vs)
-		}
-	}
-	sv := make([]string, nv)
-	for k, vs := range in {
-		if _, skip := notForwarded[k]; skip {
-			continue
-		}
-		if lower, ok := sendNames[k]; ok {
-			k = lower
-		}
-		if vs == nil {
-			out[k] = nil
-			continue
-		}
-		n := copy(sv, vs)
-		out[k] = sv[:n:n]
-		sv = sv[n:]
-	}
+	headers.CopyExceptAs(out, in, notForwarded, sendNames)
 	return out
 }
 

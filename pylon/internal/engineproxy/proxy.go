@@ -512,23 +512,6 @@ func (px *Proxy) upstreamRequestHeaders(h http.Header, prio uint32) http.Header 
 	return h
 }
 
-// shareExcept sets every key of src but those in skip on dst, with src's
-// value slices, not copies of them: headers.CopyExcept copies the values
-// for a dst that may be changed, which cost an array per response. src,
-// the engine's response head, is read and dropped; dst is the response
-// head that the tunnel's HTTP/2 server copies when it is written. Keys
-// are only ever replaced on dst (Set), never appended to, and net/http
-// caps every parsed value slice, so an append would not write into src
-// anyway. src's keys must be canonical, as they are in any header
-// net/http parsed.
-func shareExcept(dst, src http.Header, skip headers.Set) {
-	for k, vs := range src {
-		if _, ok := skip[k]; !ok {
-			dst[k] = vs
-		}
-	}
-}
-
 // forward sends the request to an engine and returns its answer to the
 // hub; it returns the outcome, and abort when the response must be reset
 // rather than ended cleanly.
@@ -788,7 +771,9 @@ func isConnectFailure(err error, gotConn bool) bool {
 // engine answer to the hub's retry signal: a status in the retryable set,
 // and (unless disabled) the engine's own retry header saying true.
 func (px *Proxy) copyResponseHeaders(dst http.Header, resp *http.Response) {
-	shareExcept(dst, resp.Header, px.notReturned)
+	// Shared, not copied: the tunnel's HTTP/2 server copies the head when
+	// it writes it.
+	headers.ShareExcept(dst, resp.Header, px.notReturned)
 	if !slices.Contains(px.cfg.RetryableStatusCodes, resp.StatusCode) {
 		if resp.StatusCode >= 400 {
 			px.metrics.nonretryable(px.cfg.InferenceServerID, "upstream_nonretryable_status")
