@@ -56,6 +56,7 @@ func TestUpstreamBaseURLListErrors(t *testing.T) {
 		// Its host becomes a metric label, which must be UTF-8: the
 		// pylon used to accept it and panic registering the label.
 		{"http://a:1,http://\xff:2", "not valid UTF-8"},
+		{"http://a:1,http://%80:2", "not valid UTF-8"},
 	}
 	for _, tc := range cases {
 		c := validConfig(tc.in)

@@ -79,6 +79,10 @@ func checkUpstreamURL(s string) error {
 		return fmt.Errorf("--upstream-http-base-url %q: must be an http:// or https:// URL", s)
 	case u.Host == "" || u.Hostname() == "":
 		return fmt.Errorf("--upstream-http-base-url %q: has no host", s)
+	case !utf8.ValidString(u.Host):
+		// A percent-encoded host is decoded by the parser, so a valid
+		// URL can still name a host whose label is not UTF-8.
+		return fmt.Errorf("--upstream-http-base-url %q: host is not valid UTF-8 once decoded", s)
 	case u.RawQuery != "" || u.ForceQuery:
 		return fmt.Errorf("--upstream-http-base-url %q: must not have a query", s)
 	case u.Fragment != "":

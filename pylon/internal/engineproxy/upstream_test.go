@@ -111,6 +111,7 @@ func FuzzNewUpstreamRequest(f *testing.F) {
 	f.Add("http://e:8000", "/v1/chat/completions", "a=1")
 	f.Add("http://e/p%2Fq", "/v1/x%2Fy", "")
 	f.Add("http://e", "//x", "?")
+	f.Add("http://%80:80", "/", "") // a decoded host that is not UTF-8: refused by configuration
 	f.Fuzz(func(t *testing.T, base, path, query string) {
 		base = strings.TrimRight(base, "/")
 		if checkUpstreamURL(base) != nil || !utf8.ValidString(base) || !strings.HasPrefix(path, "/") {
