@@ -19,11 +19,11 @@ func (p *Proxy) record(req *request, st *loop) {
 		return
 	}
 	r := &req.pass.Req
-	e := routelog.Entry{At: req.start, Duration: p.cfg.Clock.Since(req.start),
+	e := routelog.Entry{Request: routelog.Request{At: req.start, Duration: p.cfg.Clock.Since(req.start),
 		Model: req.target.Model, RoutingKey: req.target.RoutingKey, Algorithm: req.pass.Route.Algorithm,
-		Session: r.AffinityKey, Cluster: req.served, Hint: r.LastClusterID, Class: req.sessionState(),
+		Cluster: req.served, Hint: r.LastClusterID, Class: req.sessionState(),
 		RankDepth: st.rank, Waits: st.waits, Retries: st.requestRetries + st.connectRetries + st.mismatchRetries,
-		Status: req.status, Selection: st.selection, PrefixTier: st.tier}
+		Status: req.status, Selection: st.selection, PrefixTier: st.tier}, Session: r.AffinityKey}
 	if req.expired {
 		e.Status = http.StatusGatewayTimeout
 	}

@@ -21,17 +21,17 @@ func TestRecords(t *testing.T) {
 		hint   string
 		prefer []string
 		status int // the backend's answer (200 unless set)
-		want   routelog.Record
+		want   routelog.Request
 	}{
-		{name: "returning, stays", hint: "ca", prefer: []string{"ca", "cb"}, want: routelog.Record{Cluster: "ca", Hint: "ca",
+		{name: "returning, stays", hint: "ca", prefer: []string{"ca", "cb"}, want: routelog.Request{Cluster: "ca", Hint: "ca",
 			Class: routing.SessionReturning, Selection: routelog.SelectionPrimary, RankDepth: 1, Status: http.StatusOK}},
-		{name: "returning, escapes", hint: "ca", prefer: []string{"none", "cb"}, want: routelog.Record{Cluster: "cb", Hint: "ca",
+		{name: "returning, escapes", hint: "ca", prefer: []string{"none", "cb"}, want: routelog.Request{Cluster: "cb", Hint: "ca",
 			Class: routing.SessionReturning, Selection: routelog.SelectionFallback, RankDepth: 3, Status: http.StatusOK,
 			Escape: dispatch.EscapeGroupSaturated}},
 		{name: "an error from elsewhere is no escape", hint: "ca", prefer: []string{"none", "cb"}, status: http.StatusBadRequest,
-			want: routelog.Record{Cluster: "cb", Hint: "ca", Class: routing.SessionReturning, Selection: routelog.SelectionFallback,
+			want: routelog.Request{Cluster: "cb", Hint: "ca", Class: routing.SessionReturning, Selection: routelog.SelectionFallback,
 				RankDepth: 3, Status: http.StatusBadRequest}},
-		{name: "no cluster", prefer: []string{"none"}, want: routelog.Record{Class: routing.SessionNew,
+		{name: "no cluster", prefer: []string{"none"}, want: routelog.Request{Class: routing.SessionNew,
 			Status: http.StatusServiceUnavailable}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

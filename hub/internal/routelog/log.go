@@ -42,16 +42,14 @@ func (s Selection) String() string {
 	return ""
 }
 
-// Entry is one request as the proxy reports it when the request ends. The
-// strings are not kept: they are interned, and keys are hashed.
-type Entry struct {
+// Request is what the log keeps of a request as the proxy reported it:
+// the part an Entry and the Record read back from it share.
+type Request struct {
 	// At is when the request arrived and Duration how long it took to end.
 	At       time.Time
 	Duration time.Duration
 	// Model, RoutingKey and Algorithm name the route.
 	Model, RoutingKey, Algorithm string
-	// Session is the request's affinity key ("" for none), stored hashed.
-	Session string
 	// Cluster answered the request ("" when none did); Hint is the
 	// session's last cluster the gateway sent.
 	Cluster, Hint string
@@ -63,35 +61,31 @@ type Entry struct {
 	// Escape is why the session was answered away from its own cluster.
 	Escape string
 	Status int
-	// PrefixTier is the tier of a prefix-aware choice; Prefix the prompt's
-	// first checkpoint hash (0: no summary), stored rehashed with the
-	// log's key; PrefixBlocks the most blocks of the prompt any cluster
-	// was known to hold.
+	// PrefixTier is the tier of a prefix-aware choice; PrefixBlocks the
+	// most blocks of the prompt any cluster was known to hold.
 	PrefixTier   routing.PrefixTier
-	Prefix       uint64
 	PrefixBlocks int
+}
+
+// Entry is one request as the proxy reports it when the request ends. The
+// strings are not kept: they are interned, and keys are hashed.
+type Entry struct {
+	Request
+	// Session is the request's affinity key ("" for none), stored hashed.
+	Session string
+	// Prefix is the prompt's first checkpoint hash (0: no summary), stored
+	// rehashed with the log's key.
+	Prefix uint64
 }
 
 // Record is an Entry read back: strings restored, keys as hashes.
 type Record struct {
-	At                           time.Time
-	Duration                     time.Duration
-	Model, RoutingKey, Algorithm string
+	Request
 	// Session is the keyed hash of the affinity key; 0 means none.
-	Session       uint64
-	Cluster, Hint string
-	Class         routing.SessionState
-	Selection     Selection
-	RankDepth     int
-	Waits         int
-	Retries       int
-	Escape        string
-	Status        int
-	PrefixTier    routing.PrefixTier
+	Session uint64
 	// Prefix is the keyed hash of the prompt's first checkpoint; 0 means
 	// none.
-	Prefix       uint64
-	PrefixBlocks int
+	Prefix uint64
 }
 
 // End is when the request ended.

@@ -14,10 +14,10 @@ import (
 var t0 = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
 func full() Entry {
-	return Entry{At: t0, Duration: 1500 * time.Millisecond, Model: "m", RoutingKey: "rk", Algorithm: "pulsar",
-		Session: "conv-1", Cluster: "c-2", Hint: "c-1", Class: routing.SessionReturning,
+	return Entry{Request: Request{At: t0, Duration: 1500 * time.Millisecond, Model: "m", RoutingKey: "rk", Algorithm: "pulsar",
+		Cluster: "c-2", Hint: "c-1", Class: routing.SessionReturning,
 		Selection: SelectionFallback, RankDepth: 3, Waits: 2, Retries: 1, Escape: "group_saturated",
-		Status: 200, PrefixTier: routing.PrefixTierSplit, Prefix: 0xfeed, PrefixBlocks: 77}
+		Status: 200, PrefixTier: routing.PrefixTierSplit, PrefixBlocks: 77}, Session: "conv-1", Prefix: 0xfeed}
 }
 
 func records(l *Log) []Record {
@@ -30,7 +30,7 @@ func TestRoundTrip(t *testing.T) {
 	l := New(0)
 	e := full()
 	l.Append(e)
-	l.Append(Entry{At: t0.Add(time.Second), Model: "m", Status: 503})
+	l.Append(Entry{Request: Request{At: t0.Add(time.Second), Model: "m", Status: 503}})
 	got := records(l)
 	if len(got) != 2 {
 		t.Fatalf("records = %d, want 2", len(got))
@@ -70,7 +70,7 @@ func TestKeyedHashes(t *testing.T) {
 
 func TestClampsLargeValues(t *testing.T) {
 	l := New(0)
-	e := Entry{At: t0, Duration: 2 * time.Hour, RankDepth: 1000, Waits: -3, Retries: 300, Status: 70000, PrefixBlocks: 1 << 40}
+	e := Entry{Request: Request{At: t0, Duration: 2 * time.Hour, RankDepth: 1000, Waits: -3, Retries: 300, Status: 70000, PrefixBlocks: 1 << 40}}
 	l.Append(e)
 	r := records(l)[0]
 	if r.Duration != time.Duration(maxDurUs)*time.Microsecond || r.RankDepth != 255 || r.Waits != 0 ||
@@ -85,7 +85,7 @@ func TestRingKeepsNewest(t *testing.T) {
 		t.Fatalf("capacity %d bytes %d", l.Capacity(), l.Bytes())
 	}
 	for i := range 3000 {
-		l.Append(Entry{At: t0.Add(time.Duration(i) * time.Millisecond), Waits: i % 200})
+		l.Append(Entry{Request: Request{At: t0.Add(time.Duration(i) * time.Millisecond), Waits: i % 200}})
 	}
 	got := records(l)
 	if len(got) != 1024 {
@@ -155,9 +155,9 @@ func TestConcurrentNoTornRecords(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				v := (w*each + i) % 250
-				l.Append(Entry{At: t0.Add(time.Duration(v)), Duration: time.Duration(v) * time.Microsecond,
+				l.Append(Entry{Request: Request{At: t0.Add(time.Duration(v)), Duration: time.Duration(v) * time.Microsecond,
 					RankDepth: v, Waits: v, Retries: v, Status: v, PrefixBlocks: v, Cluster: "c" + strconv.Itoa(v%7),
-					Hint: "c" + strconv.Itoa(v%7)})
+					Hint: "c" + strconv.Itoa(v%7)}})
 			}
 		})
 	}
@@ -195,10 +195,10 @@ func TestConcurrentNoTornRecords(t *testing.T) {
 func TestInternBounds(t *testing.T) {
 	l := New(2 * MaxInterned)
 	for i := range MaxInterned + 10 {
-		l.Append(Entry{At: t0, Cluster: "cluster-" + strconv.Itoa(i)})
+		l.Append(Entry{Request: Request{At: t0, Cluster: "cluster-" + strconv.Itoa(i)}})
 	}
 	long := string(make([]byte, maxInternBytes+1))
-	l.Append(Entry{At: t0, Model: long, Cluster: "cluster-0"})
+	l.Append(Entry{Request: Request{At: t0, Model: long, Cluster: "cluster-0"}})
 	got := records(l)
 	if got[0].Model != Overflow || got[0].Cluster != "cluster-0" {
 		t.Fatalf("a too-long model read back as %q (cluster %q)", got[0].Model, got[0].Cluster)

@@ -18,10 +18,11 @@ func BenchmarkBuild(b *testing.B) {
 	clusters := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	for i := range routelog.DefaultRecords {
 		s := i % 4096
-		e := routelog.Entry{At: now.Add(-time.Duration(routelog.DefaultRecords-i) * 5 * time.Millisecond),
+		e := routelog.Entry{Request: routelog.Request{At: now.Add(-time.Duration(routelog.DefaultRecords-i) * 5 * time.Millisecond),
 			Duration: 800 * time.Millisecond, Model: "m", Algorithm: "pulsar-wait-and-widen",
-			Session: "session-" + strconv.Itoa(s), Cluster: clusters[(s+i/40000)%8], Hint: clusters[s%8],
-			Class: routing.SessionReturning, Selection: routelog.SelectionPrimary, RankDepth: 1, Status: 200}
+			Cluster: clusters[(s+i/40000)%8], Hint: clusters[s%8],
+			Class: routing.SessionReturning, Selection: routelog.SelectionPrimary, RankDepth: 1, Status: 200},
+			Session: "session-" + strconv.Itoa(s)}
 		if i%10 == 0 {
 			e.Prefix, e.PrefixTier, e.PrefixBlocks = uint64(i%50+1), routing.PrefixTierCache, 40
 		}

@@ -53,9 +53,9 @@ func build(t *testing.T, q Query, f fleet, entries ...routelog.Entry) View {
 
 // turn is one request of session s served by cluster, at minute offset i.
 func turn(s string, i int, cluster, hint, escape string) routelog.Entry {
-	return routelog.Entry{At: now.Add(time.Duration(i-60) * time.Second), Duration: time.Second, Model: "m",
-		Algorithm: "wait-and-widen", Session: s, Cluster: cluster, Hint: hint, Escape: escape, Status: 200,
-		Class: routing.SessionReturning, Selection: routelog.SelectionPrimary, RankDepth: 1}
+	return routelog.Entry{Request: routelog.Request{At: now.Add(time.Duration(i-60) * time.Second), Duration: time.Second, Model: "m",
+		Algorithm: "wait-and-widen", Cluster: cluster, Hint: hint, Escape: escape, Status: 200,
+		Class: routing.SessionReturning, Selection: routelog.SelectionPrimary, RankDepth: 1}, Session: s}
 }
 
 func flowsOf(s Session) []string {
