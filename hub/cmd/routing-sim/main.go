@@ -59,6 +59,8 @@ type config struct {
 	printFleet bool
 	printArm   string
 	quiet      bool
+	// whenFull overrides the fleet's pylon.engine_affinity_when_full.
+	whenFull string
 	// backendAffinity and loadFactor are the hub's --backend-affinity
 	// and --backend-affinity-load-factor.
 	backendAffinity string
@@ -93,6 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		c.factor, c.factorSet = v, true
 		return err
 	})
+	fs.StringVar(&c.whenFull, "engine-affinity-when-full", "", "override the fleet's pylon rule for a key whose engine has no free slot: spill (to another engine, the pylon's default) or queue (on its engine, pylon --engine-affinity-when-full queue)")
 	fs.BoolVar(&c.printFleet, "print-fleet", false, "print the built-in fleet JSON and exit")
 	fs.StringVar(&c.printArm, "print-arm", "", "print a built-in arm's lb-config.json and exit")
 	fs.BoolVar(&c.quiet, "quiet", false, "do not print the table to stdout")
@@ -158,6 +161,9 @@ func (c *config) do(stdout io.Writer) error {
 	}
 	if c.factorSet {
 		fleet.Pylon.EngineAffinityLoadFactor = c.factor
+	}
+	if c.whenFull != "" {
+		fleet.Pylon.EngineAffinityWhenFull = c.whenFull
 	}
 	if err := fleet.Validate(); err != nil {
 		return err

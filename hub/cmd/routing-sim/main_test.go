@@ -68,8 +68,9 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// --engine-affinity and --engine-affinity-load-factor override the
-// fleet's pylon settings (shown in the header) and are validated.
+// --engine-affinity, --engine-affinity-load-factor and
+// --engine-affinity-when-full override the fleet's pylon settings (shown
+// in the header) and are validated.
 func TestEngineAffinityFlags(t *testing.T) {
 	dir := t.TempDir()
 	path, _ := writeWorkload(t, dir)
@@ -84,7 +85,12 @@ func TestEngineAffinityFlags(t *testing.T) {
 	if code := run([]string{"--workload", path, "--arms", "power-of-n", "--engine-affinity", "off"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "engine affinity off\n") {
 		t.Errorf("exit %d:\n%s", code, out.String())
 	}
-	for _, args := range [][]string{{"--engine-affinity", "maybe"}, {"--engine-affinity-load-factor", "0.5"}} {
+	out.Reset()
+	if code := run([]string{"--workload", path, "--arms", "power-of-n", "--engine-affinity-when-full", "queue"}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "engine affinity on (load factor 2); a full engine keeps its keys (engine_affinity_when_full queue)\n") {
+		t.Errorf("--engine-affinity-when-full queue: exit %d:\n%s", code, out.String())
+	}
+	for _, args := range [][]string{{"--engine-affinity", "maybe"}, {"--engine-affinity-load-factor", "0.5"}, {"--engine-affinity-when-full", "wait"}} {
 		errb.Reset()
 		if code := run(append([]string{"--workload", path}, args...), &out, &errb); code != 1 || !strings.Contains(errb.String(), "engine_affinity") {
 			t.Errorf("%v: exit %d, %s", args, code, errb.String())

@@ -72,6 +72,7 @@ func TestParseFleetErrors(t *testing.T) {
 		{"negative rate", `{` + regions + `,"clusters":[{"id":"a","region":"r","engines":1,"engine":{"prefill_tokens_per_s":-1}}]}`, "engine.prefill_tokens_per_s"},
 		{"negative transit", `{"regions":[{"name":"r","rtt_ms":1,"transit_rtt_ms":-1}],"clusters":[{"id":"a","region":"r","engines":1,"engine":{}}]}`, "regions[0] (r).transit_rtt_ms"},
 		{"bad affinity", `{` + regions + `,"clusters":[{"id":"a","region":"r","engines":1,"engine":{}}],"pylon":{"engine_affinity":"yes"}}`, "pylon.engine_affinity"},
+		{"bad when-full rule", `{` + regions + `,"clusters":[{"id":"a","region":"r","engines":1,"engine":{}}],"pylon":{"engine_affinity_when_full":"wait"}}`, "pylon.engine_affinity_when_full"},
 		{"small load factor", `{` + regions + `,"clusters":[{"id":"a","region":"r","engines":1,"engine":{}}],"pylon":{"engine_affinity_load_factor":0.5}}`, "pylon.engine_affinity_load_factor"},
 	} {
 		_, err := ParseFleet([]byte(tc.text))

@@ -115,6 +115,23 @@ const (
 	EngineAffinityOff = "off"
 )
 
+// What an affinity pick does with an engine whose slots are all held
+// (Pylon.EngineAffinityWhenFull).
+const (
+	// EngineFullSpill skips the full engine (pylon
+	// --engine-affinity-when-full spill, its default): the key's request
+	// goes to another engine of the pylon, which prefills the prompt cold
+	// and keeps a second copy of it.
+	EngineFullSpill = "spill"
+	// EngineFullQueue keeps the key on its engine, where the request
+	// waits for a slot in the engine's own queue; only the load bound
+	// (and an engine that is down, which the simulator does not model)
+	// moves it (pylon --engine-affinity-when-full queue): under
+	// saturation the spill is what costs the holders of popular prompts
+	// their cache.
+	EngineFullQueue = "queue"
+)
+
 // Pylon is how every pylon reports and chooses an engine. It reports a
 // full snapshot every IntervalMs, and (ChangeGapMs > 0) also as soon as
 // its statistics change, but no sooner than ChangeGapMs after the
@@ -135,6 +152,11 @@ type Pylon struct {
 	// the request); 0 means pkg/affinity's default (2), a negative value
 	// disables the bound.
 	EngineAffinityLoadFactor float64 `json:"engine_affinity_load_factor,omitempty"`
+	// EngineAffinityWhenFull is EngineFullSpill (empty means it, the
+	// pylon's default) or EngineFullQueue (pylon
+	// --engine-affinity-when-full): whether an affinity pick passes over
+	// an engine whose slots are all held.
+	EngineAffinityWhenFull string `json:"engine_affinity_when_full,omitempty"`
 	// PinInputTPS makes every pylon publish its seed
 	// (EngineSpec.ReportedInputTPS) as its input TPS for good, as the
 	// pylon's --benchmark-pin-input-tps does. False, the pylon's default
@@ -285,6 +307,8 @@ func (p *Pylon) validate() error {
 	case math.IsNaN(p.EngineAffinityLoadFactor) || math.IsInf(p.EngineAffinityLoadFactor, 0) ||
 		(p.EngineAffinityLoadFactor > 0 && p.EngineAffinityLoadFactor < 1):
 		return fmt.Errorf("fleet: pylon.engine_affinity_load_factor %v, want ≥ 1 (or < 0: no load bound)", p.EngineAffinityLoadFactor)
+	case p.EngineAffinityWhenFull != "" && p.EngineAffinityWhenFull != EngineFullSpill && p.EngineAffinityWhenFull != EngineFullQueue:
+		return fmt.Errorf("fleet: pylon.engine_affinity_when_full %q, want %q or %q", p.EngineAffinityWhenFull, EngineFullSpill, EngineFullQueue)
 	}
 	return nil
 }

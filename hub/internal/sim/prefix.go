@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"time"
 
 	"github.com/stargate-router/stargate/hub/internal/prefixindex"
@@ -26,6 +27,40 @@ type PrefixResult struct {
 	Index *IndexStats `json:"index,omitempty"`
 	// Copies is how many clusters held each cached block.
 	Copies BlockCopies `json:"copies_per_block"`
+	// CacheTier is how far the index's word held up on the cache tier's
+	// answered requests.
+	CacheTier IndexHeld `json:"cache_tier"`
+}
+
+// IndexHeld compares, over a tier's answered requests, the prompt tokens
+// the prefix index said the chosen cluster held when the request was
+// routed with the tokens of those the engine that ran it found cached.
+// The difference is cache the index cannot see: the cluster's pylon sent
+// the request to another engine than the one holding the prompt, or the
+// engine evicted it, or the prompt's first request was still in
+// prefill. It is only the simulator's view; the hub sees none of it.
+type IndexHeld struct {
+	// HeldTokens is the prompt tokens the index said the chosen
+	// clusters held, summed.
+	HeldTokens int64 `json:"held_tokens"`
+	// FoundTokens is how many of those the engines found cached.
+	FoundTokens int64 `json:"found_tokens"`
+}
+
+// add counts one answered request: held tokens by the index, cached by
+// its engine.
+func (x *IndexHeld) add(held, cached int) {
+	x.HeldTokens += int64(held)
+	x.FoundTokens += int64(min(held, cached))
+}
+
+// heldTokens is the prompt tokens the index said cluster held when req was
+// routed (a returning session's last cluster that the index does not
+// name counts 0).
+func heldTokens(req *routing.Request, cluster string) int {
+	m := &req.Prefix
+	held := m.HeldBlocks(cluster) * max(m.BlockTokens, 0)
+	return min(held, int(min(req.InputTokens, uint64(math.MaxInt)))) //nolint:gosec // clamped to MaxInt
 }
 
 // PrefixTiers counts decisions by routing.PrefixTier.

@@ -266,6 +266,34 @@ func TestPrefixMarkedWhenHeadersArrive(t *testing.T) {
 	}
 }
 
+// The cache tier's account compares what the index claimed with what the
+// engines found. Marked when headers arrive, the third request goes to a
+// holder whose engine has the prompt: everything the index said held is
+// found. Marked at dispatch, the second request goes to the first one's
+// cluster while that one is still in prefill: the index says held, the
+// engine has nothing yet.
+func TestCacheTierIndexHeld(t *testing.T) {
+	f := equalFleet(2, 1, 8, 2)
+	for i := range f.Clusters {
+		f.Clusters[i].Engine.PrefillTPS = 2000
+	}
+	w := prefixWorkload(t, prefixed{0, "p", 900, 100, 4}, prefixed{100, "p", 900, 100, 4}, prefixed{2000, "p", 900, 100, 4})
+	p := prepare(t, w, f)
+	r := runArm(t, p, f, builtin(t, "prefix-affinity"), Options{Seed: 1})
+	x := r.result().Prefix.CacheTier
+	if x.HeldTokens == 0 || x.FoundTokens != x.HeldTokens || int(x.HeldTokens) != r.reqs[2].held {
+		t.Errorf("headers: cache tier %+v, want the third request's held tokens (%d), all found", x, r.reqs[2].held)
+	}
+	r = runArm(t, p, f, builtin(t, "prefix-affinity"), Options{Seed: 1, MarkPrefixAtDispatch: true})
+	if rs := r.reqs[1]; rs.tier != routing.PrefixTierCache || rs.held == 0 || rs.cached != 0 {
+		t.Fatalf("dispatch: second request tier %v held %d cached %d, want cache, >0, 0", rs.tier, rs.held, rs.cached)
+	}
+	x = r.result().Prefix.CacheTier
+	if want := int64(r.reqs[1].held + r.reqs[2].held); x.HeldTokens != want || x.FoundTokens >= x.HeldTokens {
+		t.Errorf("dispatch: cache tier %+v, want %d held and less found", x, want)
+	}
+}
+
 // Copies per block: two requests with one prefix sent to two clusters
 // leave the prefix's blocks on both, so the mean is above 1; sent to one
 // cluster (prefix-affinity, the second request after the first's answer)

@@ -84,6 +84,38 @@ func TestPylonEngineChoiceByKey(t *testing.T) {
 	}
 }
 
+// With engine_affinity_when_full "queue" a key stays on its engine when
+// that engine's slots are all held (the request waits there for one, to
+// prefill from the engine's cache), and leaves it only past the load
+// bound; a request without a key still avoids a full engine.
+func TestPylonEngineChoiceQueuesOnFullEngine(t *testing.T) {
+	f := pylonFleet(4, 4, EngineAffinityOn)
+	f.Pylon.EngineAffinityWhenFull = EngineFullQueue
+	r := newIdleRunner(t, f)
+	p := r.pylons[0]
+	const key = "mt:v1:session:hot"
+	home := r.pickEngine(p, key)
+	for _, e := range p.engines {
+		hold(e, 1)
+	}
+	hold(home, 3) // home full, the others with free slots, loads 4,1,1,1
+	// bound ceil(2·8/4) = 4 < 5: past it the key moves even in queue mode
+	if e := r.pickEngine(p, key); e == home {
+		t.Errorf("home %s over the load bound still picked", home.id)
+	}
+	r.factor = -1 // no load bound: only Full could move the key
+	if e := r.pickEngine(p, key); e != home {
+		t.Errorf("full home: picked %s, want home %s (queue on its engine)", e.id, home.id)
+	}
+	if e := r.pickEngine(p, ""); e == home {
+		t.Errorf("keyless request went to the full engine %s", e.id)
+	}
+	r.queueWhenFull = false // the live pylon's rule: full moves the key
+	if e := r.pickEngine(p, key); e == home {
+		t.Errorf("spill mode: full home %s still picked", home.id)
+	}
+}
+
 // With engine affinity off the pylon takes the least outstanding engine,
 // ties round robin from after its last pick, whatever the key.
 func TestPylonEngineChoiceOff(t *testing.T) {

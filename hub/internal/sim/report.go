@@ -271,6 +271,9 @@ func (r *runner) result() *ArmResult {
 		res.Completed++
 		if !rs.pr.summary.Empty() {
 			res.Prefix.Tiers.count(rs.tier)
+			if rs.tier == routing.PrefixTierCache {
+				res.Prefix.CacheTier.add(rs.held, rs.cached)
+			}
 		}
 		ttft = append(ttft, ms(rs.ttft))
 		e2e = append(e2e, ms(rs.e2e))
@@ -511,6 +514,9 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "; engine affinity %s", orDash(rep.Fleet.Pylon.EngineAffinity))
 	if rep.Fleet.Pylon.EngineAffinity == EngineAffinityOn {
 		fmt.Fprintf(&b, " (load factor %g)", rep.Fleet.Pylon.EngineAffinityLoadFactor)
+		if rep.Fleet.Pylon.EngineAffinityWhenFull == EngineFullQueue {
+			b.WriteString("; a full engine keeps its keys (engine_affinity_when_full queue)")
+		}
 	}
 	b.WriteString("\n\n")
 
@@ -568,6 +574,13 @@ func (rep *Report) WriteMarkdown(w io.Writer) error {
 			}
 			t := a.Prefix.Tiers
 			return fmt.Sprintf("%d / %d / %d / %d", t.Cache, t.Split, t.Overflow, t.Load)
+		})
+		row("cache tier: tokens the index said held / found cached %", func(a *ArmResult) string {
+			if a.Prefix.Index == nil {
+				return "–"
+			}
+			x := a.Prefix.CacheTier
+			return fmt.Sprintf("%d / %.1f", x.HeldTokens, pct(x.FoundTokens, x.HeldTokens))
 		})
 		row("prefix index nodes / KiB / lookup hits %", func(a *ArmResult) string {
 			x := a.Prefix.Index

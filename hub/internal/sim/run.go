@@ -132,6 +132,9 @@ type reqState struct {
 	// tier and mark are the chosen decision's PrefixTier and PrefixMark.
 	tier routing.PrefixTier
 	mark bool
+	// held is the prompt tokens the prefix index said the chosen
+	// cluster held when the request was routed.
+	held int
 
 	dispatched bool
 	cluster    string
@@ -294,7 +297,10 @@ type runner struct {
 	// scratch space for it.
 	affinityOn bool
 	factor     float64
-	places     []affinity.Place
+	// queueWhenFull keeps a key on its engine when the engine's slots are
+	// all held (Pylon.EngineAffinityWhenFull).
+	queueWhenFull bool
+	places        []affinity.Place
 	// ceiling is the workload's cacheable prompt tokens.
 	ceiling Ceiling
 
@@ -389,13 +395,14 @@ func newRunner(p *Prepared, fleet Fleet, arm Arm, opts Options) (*runner, error)
 		return nil, fmt.Errorf("workload prepared for %d-token blocks, fleet has %d", p.BlockTokens, fleet.BlockTokens)
 	}
 	r := &runner{p: p, fleet: &fleet, opts: opts.withDefaults(), arm: arm,
-		byID:        map[string]*pylon{},
-		lastCluster: map[string]string{},
-		sessCluster: map[string]string{},
-		interval:    int64(msDuration(fleet.Pylon.IntervalMs)),
-		gap:         int64(msDuration(fleet.Pylon.ChangeGapMs)),
-		affinityOn:  fleet.Pylon.EngineAffinity == EngineAffinityOn,
-		factor:      fleet.Pylon.EngineAffinityLoadFactor,
+		byID:          map[string]*pylon{},
+		lastCluster:   map[string]string{},
+		sessCluster:   map[string]string{},
+		interval:      int64(msDuration(fleet.Pylon.IntervalMs)),
+		gap:           int64(msDuration(fleet.Pylon.ChangeGapMs)),
+		affinityOn:    fleet.Pylon.EngineAffinity == EngineAffinityOn,
+		factor:        fleet.Pylon.EngineAffinityLoadFactor,
+		queueWhenFull: fleet.Pylon.EngineAffinityWhenFull == EngineFullQueue,
 	}
 	if err := r.build(); err != nil {
 		return nil, err
@@ -605,6 +612,7 @@ func (r *runner) decide(rs *reqState) {
 	case out.Kind == dispatch.Chosen:
 		rs.rankDepth = out.Decision.RankDepth
 		rs.tier, rs.mark = out.Decision.PrefixTier, out.Decision.PrefixMark
+		rs.held = heldTokens(&rs.pass.Req, out.Decision.ClusterID)
 		if out.SessionSelection != "" {
 			rs.sessState, rs.sessSel = rs.pass.Req.Session, out.SessionSelection
 		}
@@ -707,7 +715,9 @@ func (r *runner) pylonArrive(f *flight) {
 // request's affinity key (least outstanding without a key); off, the
 // least outstanding engine, ties round robin from after the last pick, as
 // the live pylon's pool does. An engine whose slots are all held counts
-// as full. Load is outstanding requests, the live pylon's count.
+// as full, except for a keyed pick with Pylon.EngineAffinityWhenFull
+// "queue". Load is outstanding requests, the live pylon's
+// count.
 func (r *runner) pickEngine(p *pylon, key string) *engine {
 	if len(p.engines) == 1 {
 		return p.engines[0]
@@ -732,6 +742,15 @@ func (r *runner) pickEngine(p *pylon, key string) *engine {
 	r.places = places
 	if key == "" {
 		return p.engines[affinity.PickLeastLoaded(places)]
+	}
+	if r.queueWhenFull {
+		// The key's engine holds its prompt's cache; a request queued
+		// there for a slot prefills it from cache, one sent to another
+		// engine prefills it cold and copies it. Only the load bound
+		// moves the key.
+		for i := range places {
+			places[i].Full = false
+		}
 	}
 	return p.engines[affinity.Pick(affinity.HashKey(key), places, r.factor)]
 }

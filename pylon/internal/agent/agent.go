@@ -115,6 +115,7 @@ func proxyConfig(cfg config.Config, clk clock.Clock, log *slog.Logger, client *h
 	pcfg.InferenceServerID = cfg.InferenceServerID
 	pcfg.EngineAffinity = cfg.EngineAffinity == "on"
 	pcfg.EngineAffinityLoadFactor = cfg.EngineAffinityLoadFactor
+	pcfg.EngineAffinityQueueWhenFull = cfg.EngineAffinityWhenFull == "queue"
 	pcfg.MaxEngineConcurrency = cfg.MaxEngineConcurrency
 	pcfg.Client, pcfg.Clock, pcfg.Log = client, clk, log
 	return pcfg

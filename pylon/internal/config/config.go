@@ -72,6 +72,10 @@ type Config struct {
 	// engine among several (engineproxy.Config.EngineAffinity).
 	EngineAffinity           string
 	EngineAffinityLoadFactor float64
+	// EngineAffinityWhenFull (spill or queue) is what a keyed request does
+	// when its engine is at its share of MaxEngineConcurrency
+	// (engineproxy.Config.EngineAffinityQueueWhenFull).
+	EngineAffinityWhenFull string
 
 	// Set by Validate.
 
@@ -102,7 +106,7 @@ func Default() Config {
 		RetryableCodes: "429,503", RequireUpstreamRetryHeader: true, UpstreamRetryHeader: headers.StargateUpstreamRetryable,
 		PropagateRetryAfter: true, QueueMismatchEnabled: true, QueueMismatchMinDelta: d.QueueMismatchMinDelta,
 		QueueMismatchTolerance: d.QueueMismatchToleranceFactor, UpstreamBackend: "dynamo", PriorityCeiling: 3600,
-		EngineAffinity: "on", EngineAffinityLoadFactor: d.EngineAffinityLoadFactor,
+		EngineAffinity: "on", EngineAffinityLoadFactor: d.EngineAffinityLoadFactor, EngineAffinityWhenFull: "spill",
 	}
 }
 
@@ -154,6 +158,7 @@ func (c *Config) Register(fs *cli.FlagSet) {
 	fs.Alias("quic-insecure", "tls-insecure")
 	fs.Bool(&c.Pprof, "pprof", "PYLON_PPROF", false, "serve the Go profiler under /debug/pprof/ on --metrics-listen")
 	fs.String(&c.EngineAffinity, "engine-affinity", "PYLON_ENGINE_AFFINITY", d.EngineAffinity, "with several engines, on: a request goes to the engine its x-cache-affinity-key prefers (rendezvous hash) unless that one is down, at its share of --max-engine-concurrency or over the load bound, and a request without a key to the least loaded engine; off: the least loaded engine for every request")
+	fs.String(&c.EngineAffinityWhenFull, "engine-affinity-when-full", "PYLON_ENGINE_AFFINITY_WHEN_FULL", d.EngineAffinityWhenFull, "with --engine-affinity on, what a request with a key does when its engine is at its share of --max-engine-concurrency: spill (go to the least loaded other engine, where its prefix is not cached) or queue (wait on its own engine; only a down engine or the load bound moves it)")
 	fs.Float64(&c.EngineAffinityLoadFactor, "engine-affinity-load-factor", "PYLON_ENGINE_AFFINITY_LOAD_FACTOR", d.EngineAffinityLoadFactor, "with --engine-affinity on, an engine keeps its keys while it carries at most this times the engines' mean requests in flight (plus one); >= 1, or 0 for no bound (only a down or full engine moves a key)")
 	fs.Uint64(&c.PriorityCeiling, "pylon-priority-ceiling", "PYLON_PRIORITY_CEILING", d.PriorityCeiling, "x-dynamo-request-priority = max(0, ceiling - x-priority)")
 }
@@ -237,6 +242,9 @@ func (c *Config) Validate() error {
 	}
 	if c.EngineAffinity != "on" && c.EngineAffinity != "off" {
 		bad("--engine-affinity %q: want on or off", c.EngineAffinity)
+	}
+	if c.EngineAffinityWhenFull != "spill" && c.EngineAffinityWhenFull != "queue" {
+		bad("--engine-affinity-when-full %q: want spill or queue", c.EngineAffinityWhenFull)
 	}
 	if err := engineproxy.CheckLoadFactor(c.EngineAffinityLoadFactor); err != nil {
 		bad("--engine-affinity-load-factor %v", err)

@@ -129,37 +129,41 @@ func TestListenerLimits(t *testing.T) {
 	}
 }
 
-// --engine-affinity is on or off and its load factor 0 (no bound) or a
-// finite factor of at least 1; errors name the flag.
+// --engine-affinity is on or off, its load factor 0 (no bound) or a
+// finite factor of at least 1, and --engine-affinity-when-full spill or
+// queue; errors name the flag.
 func TestEngineAffinityFlags(t *testing.T) {
 	for _, tc := range []struct {
 		mode   string
 		factor float64
+		full   string
 		want   string // a substring of the error; "": valid
 	}{
-		{"on", 1.5, ""},
-		{"off", 1.5, ""},
-		{"on", 0, ""},
-		{"on", 1, ""},
-		{"yes", 1.5, `--engine-affinity "yes"`},
-		{"on", 0.8, "--engine-affinity-load-factor 0.8"},
-		{"on", -1, "--engine-affinity-load-factor -1"},
+		{"on", 1.5, "spill", ""},
+		{"off", 1.5, "spill", ""},
+		{"on", 0, "spill", ""},
+		{"on", 1, "queue", ""},
+		{"yes", 1.5, "spill", `--engine-affinity "yes"`},
+		{"on", 0.8, "spill", "--engine-affinity-load-factor 0.8"},
+		{"on", -1, "spill", "--engine-affinity-load-factor -1"},
+		{"on", 2, "wait", `--engine-affinity-when-full "wait"`},
+		{"on", 2, "", `--engine-affinity-when-full ""`},
 	} {
 		c := validConfig("http://a:1,http://b:2")
-		c.EngineAffinity, c.EngineAffinityLoadFactor = tc.mode, tc.factor
+		c.EngineAffinity, c.EngineAffinityLoadFactor, c.EngineAffinityWhenFull = tc.mode, tc.factor, tc.full
 		err := c.Validate()
 		if tc.want == "" {
 			if err != nil {
-				t.Errorf("%s %v: %v", tc.mode, tc.factor, err)
+				t.Errorf("%s %v %s: %v", tc.mode, tc.factor, tc.full, err)
 			}
 			continue
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s %v: error %v, want one naming %s", tc.mode, tc.factor, err, tc.want)
+			t.Errorf("%s %v %s: error %v, want one naming %s", tc.mode, tc.factor, tc.full, err, tc.want)
 		}
 	}
-	if d := Default(); d.EngineAffinity != "on" || d.EngineAffinityLoadFactor != 2 {
-		t.Errorf("defaults %q %v, want on 2", d.EngineAffinity, d.EngineAffinityLoadFactor)
+	if d := Default(); d.EngineAffinity != "on" || d.EngineAffinityLoadFactor != 2 || d.EngineAffinityWhenFull != "spill" {
+		t.Errorf("defaults %q %v %q, want on 2 spill", d.EngineAffinity, d.EngineAffinityLoadFactor, d.EngineAffinityWhenFull)
 	}
 }
 

@@ -147,6 +147,58 @@ func TestEngineAffinityFullPreferredSpills(t *testing.T) {
 	}
 }
 
+// TestEngineAffinityFullPreferredQueues: with
+// --engine-affinity-when-full=queue the same session's request stays on
+// its full engine (it queues there, where its prefix is cached) instead of
+// spilling to the other one. The load bound is off so that only the limit
+// is in play.
+func TestEngineAffinityFullPreferredQueues(t *testing.T) {
+	release := make(chan struct{})
+	handle := func(w http.ResponseWriter, r *http.Request, rec recorded) {
+		if rec.Header.Get(headers.RequestID) == "slow" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		okJSON(w, r, rec)
+	}
+	engines := []*scripted{newScripted(t, handle), newScripted(t, handle)}
+	urls := urlsOf(engines)
+	h := newEnginesHarness(t, urls, options{proxy: func(c *Config) {
+		c.MaxEngineConcurrency, c.EngineAffinityLoadFactor, c.EngineAffinityQueueWhenFull = 2, 0, true
+	}})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	key := keyPreferring(t, urls, 1)
+	done := make(chan int, 1)
+	go func() {
+		hd := validHeaders("slow")
+		hd.Set(headers.CacheAffinityKey, key)
+		resp, _ := h.post("/v1/chat/completions", hd, chatBody)
+		done <- resp.StatusCode
+	}()
+	engines[1].next(t)
+	if s := h.postKey("while-full", key); s != http.StatusOK {
+		t.Fatalf("status %d", s)
+	}
+	if got := engines[0].ids(); len(got) != 0 {
+		t.Fatalf("engine 0 got %q, want nothing: the session queues on its own engine", got)
+	}
+	unblock()
+	if s := <-done; s != http.StatusOK {
+		t.Fatalf("slow request: %d", s)
+	}
+	if got := strings.Join(engines[1].ids(), ","); got != "slow,while-full" {
+		t.Fatalf("engine 1 got %q, want both of the session's requests", got)
+	}
+	if p, s := h.picks("preferred"), h.picks("spilled"); p != 2 || s != 0 {
+		t.Errorf("picks preferred %v spilled %v, want 2 0", p, s)
+	}
+}
+
 // TestEngineAffinityRetryExcludesFailedEngine: a session whose preferred
 // engine is dead is retried on another engine, never the failed one; the
 // next turn goes straight to a live engine while the dead one is down.

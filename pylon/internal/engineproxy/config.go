@@ -61,6 +61,12 @@ type Config struct {
 	// engine keeps its keys while it carries at most this times the mean
 	// outstanding requests (plus one); 0 is no bound.
 	EngineAffinityLoadFactor float64
+	// EngineAffinityQueueWhenFull is --engine-affinity-when-full=queue: a
+	// keyed request stays on its engine at that engine's share of
+	// --max-engine-concurrency and queues there (only a down engine or
+	// the load bound moves it), instead of spilling to a sibling engine
+	// that holds none of its prefix.
+	EngineAffinityQueueWhenFull bool
 	// MaxEngineConcurrency is --max-engine-concurrency, all engines
 	// together (0: unknown); an engine whose share is outstanding counts
 	// as full for the affinity pick.

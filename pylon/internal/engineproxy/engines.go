@@ -162,6 +162,9 @@ type pool struct {
 	affinity bool
 	factor   float64
 	limit    int
+	// queueWhenFull is --engine-affinity-when-full=queue: the limit no
+	// longer moves a key off its engine.
+	queueWhenFull bool
 
 	mu      sync.Mutex
 	engines []*engine
@@ -170,7 +173,8 @@ type pool struct {
 
 func newPool(cfg *Config, m *Metrics) *pool {
 	urls := cfg.engineURLs()
-	p := &pool{clk: cfg.Clock, m: m, affinity: cfg.EngineAffinity, factor: affinityFactor(cfg.EngineAffinityLoadFactor)}
+	p := &pool{clk: cfg.Clock, m: m, affinity: cfg.EngineAffinity, factor: affinityFactor(cfg.EngineAffinityLoadFactor),
+		queueWhenFull: cfg.EngineAffinityQueueWhenFull}
 	if total, n := cfg.MaxEngineConcurrency, uint64(len(urls)); total > 0 {
 		// The flag counts the engines together; each is assumed to run
 		// an equal share, rounded up so that no slot goes uncounted.
@@ -246,8 +250,8 @@ func (p *pool) acquire(key string, exclude *engine, onlyEligible bool) *engine {
 
 // byKeyLocked is the affinity pick among the engines other than exclude
 // (only the eligible ones with onlyEligible): the engine k prefers unless
-// it is down, at its concurrency limit or over the load bound, else the
-// least loaded; nil when no engine is left. The outcome is preferred when
+// it is down, at its concurrency limit (unless queueWhenFull) or over the
+// load bound, else the least loaded; nil when no engine is left. The outcome is preferred when
 // the pick is first, k's first choice among all engines.
 func (p *pool) byKeyLocked(k affinity.Key, first, exclude *engine, onlyEligible bool, now time.Time) (*engine, pickOutcome) {
 	var placeBuf [8]affinity.Place
@@ -258,7 +262,7 @@ func (p *pool) byKeyLocked(k affinity.Key, first, exclude *engine, onlyEligible 
 		if e == exclude || (onlyEligible && !eligible) {
 			continue
 		}
-		full := !eligible || (p.limit > 0 && e.outstanding >= p.limit)
+		full := !eligible || (!p.queueWhenFull && p.limit > 0 && e.outstanding >= p.limit)
 		places = append(places, affinity.Place{ID: e.id, Load: e.outstanding, Full: full})
 		cands = append(cands, e)
 	}
