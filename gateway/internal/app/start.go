@@ -64,7 +64,7 @@ func (g *Gateway) start(ctx context.Context, p *parts) error {
 	var h http.Handler = server.New(server.Deps{
 		Hub: g.hub, HubAttempts: cfg.HubAttempts, Tracker: p.tracker, Limiter: limiter, Metrics: g.m, Log: g.log, Clock: g.clk,
 		Keys: cfg.APIKeys, Models: cfg.Models, MaxBodyBytes: cfg.MaxBodyBytes, RoutingKeyPrefix: cfg.RoutingKeyPrefix,
-		PromptPrefix: cfg.PromptPrefix, ModelURIAllowlist: cfg.ModelURIAllowlist, DefaultMaxOutputTokens: cfg.RateLimit.DefaultMaxOutputTokens,
+		PromptPrefix: cfg.PromptPrefix, ConversationAnchor: cfg.LastCluster.Anchor, ModelURIAllowlist: cfg.ModelURIAllowlist, DefaultMaxOutputTokens: cfg.RateLimit.DefaultMaxOutputTokens,
 		HubResponseHeaderTimeout: cfg.HubResponseHeaderTimeout, HubRequestTimeout: cfg.HubRequestTimeout, RequestDeadline: cfg.RequestDeadline,
 		TracerProvider: tp,
 	})

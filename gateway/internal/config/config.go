@@ -134,6 +134,11 @@ type LastCluster struct {
 	// every 2xx. Unused without Olric (the in-process store is local
 	// already).
 	LocalTTL time.Duration
+	// Anchor tracks keyless conversations too, under their conversation
+	// anchor: the payload key of such a request changes every turn, so
+	// without it a keyless turn never carries a hint, and with several
+	// hubs it lands on a hub whose prefix index never saw its history.
+	Anchor bool
 }
 
 // Olric is the embedded node's configuration: whether the node runs, the
@@ -279,6 +284,7 @@ func Load(args []string, getenv func(string) string, stdout io.Writer) (*Config,
 	fs.String(&modelConfig, "model-config-json", "GATEWAY_MODEL_CONFIG_JSON", "", "the --model-config document inline (for env-only deployments)")
 
 	fs.Bool(&c.LastCluster.Enabled, "last-cluster-enabled", "STARGATE_LAST_CLUSTER_ENABLED", false, "remember each eligible session's serving cluster and hint it to the hub")
+	fs.Bool(&c.LastCluster.Anchor, "last-cluster-anchor-enabled", "STARGATE_LAST_CLUSTER_ANCHOR_ENABLED", true, "with --last-cluster-enabled, also track keyless chat and Responses conversations, under a hash of their payload up to the first user message (a first turn only records it, one store write); the hub still routes on the payload key")
 	fs.Duration(&c.LastCluster.TTL, "last-cluster-ttl", "STARGATE_LAST_CLUSTER_TTL", 10*time.Minute, "how long a remembered cluster lives after the last 2xx")
 	fs.Duration(&c.LastCluster.LookupTimeout, "last-cluster-lookup-timeout", "STARGATE_LAST_CLUSTER_LOOKUP_TIMEOUT", 20*time.Millisecond, "hard deadline of the lookup on the request path")
 	fs.Int(&c.LastCluster.LocalMaxEntries, "last-cluster-local-max-entries", "STARGATE_LAST_CLUSTER_LOCAL_MAX_ENTRIES", 100000, "capacity of the in-process LRU: the store when Olric is off, the cache in front of it otherwise")

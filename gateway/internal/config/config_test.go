@@ -28,6 +28,12 @@ func TestDefaultsAndEnv(t *testing.T) {
 	if !c.PromptPrefix {
 		t.Fatal("--prompt-prefix-enabled is off by default")
 	}
+	if !c.LastCluster.Anchor {
+		t.Fatal("--last-cluster-anchor-enabled is off by default")
+	}
+	if c, err := Load([]string{"--insecure-no-auth"}, env(map[string]string{"STARGATE_LAST_CLUSTER_ANCHOR_ENABLED": "false"}), io.Discard); err != nil || c.LastCluster.Anchor {
+		t.Fatalf("STARGATE_LAST_CLUSTER_ANCHOR_ENABLED=false: anchor %v, %v", c.LastCluster.Anchor, err)
+	}
 	if c.RateLimit.Mode != RateLimitLocal || c.RateLimit.SyncInterval != 100*time.Millisecond || c.LastCluster.LocalTTL != 5*time.Second {
 		t.Fatalf("rate-limit mode defaults %+v, local TTL %v", c.RateLimit, c.LastCluster.LocalTTL)
 	}

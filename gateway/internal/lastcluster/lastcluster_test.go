@@ -287,3 +287,62 @@ func TestLocalCacheFailedWrite(t *testing.T) {
 		t.Fatalf("%d sets, stored %q: the failed write was suppressed", sets, store.m[Key("", "m", "mt:v1:session:s")])
 	}
 }
+
+// countingStore counts the calls that reach a store.
+type countingStore struct {
+	*LRU
+	gets, sets int
+	mu         sync.Mutex
+}
+
+func (c *countingStore) Get(ctx context.Context, key string) (string, bool, error) {
+	c.mu.Lock()
+	c.gets++
+	c.mu.Unlock()
+	return c.LRU.Get(ctx, key)
+}
+
+func (c *countingStore) Set(ctx context.Context, key, value string, ttl time.Duration) error {
+	c.mu.Lock()
+	c.sets++
+	c.mu.Unlock()
+	return c.LRU.Set(ctx, key, value, ttl)
+}
+
+// TestTrackerAnchor: a payload session is tracked under its
+// conversation anchor, never its payload key; a first turn never asks
+// the store (it cannot find anything) but records, so a one-shot keyless
+// request costs one write; a later turn reads what the first recorded.
+// A payload session without an anchor is skipped as before.
+func TestTrackerAnchor(t *testing.T) {
+	m := metrics.New(prometheus.NewRegistry())
+	store := &countingStore{LRU: NewLRU(10, time.Minute)}
+	tr := newTracker(store, m)
+	ctx := context.Background()
+	anchor := session.AnchorPrefix + strings.Repeat("a", 64)
+	first := Target{Model: "m", Session: session.Session{Source: session.SourcePayload, AffinityKey: "mt:v1:payload:1", Anchor: session.Anchor{Key: anchor}}}
+	if got := tr.Lookup(ctx, first); got != "" || store.gets != 0 {
+		t.Fatalf("first turn: %q after %d gets, want no store call", got, store.gets)
+	}
+	tr.Remember(ctx, first, "c1", true)
+	tr.Wait(ctx)
+	if v, ok, _ := store.LRU.Get(ctx, Key("", "m", anchor)); !ok || v != "c1" || store.sets != 1 || store.Len() != 1 {
+		t.Fatalf("stored %q %v after %d sets, %d entries; want c1 under the anchor", v, ok, store.sets, store.Len())
+	}
+	later := first
+	later.Session.AffinityKey, later.Session.Anchor.Later = "mt:v1:payload:2", true
+	if got := tr.Lookup(ctx, later); got != "c1" || store.gets != 1 {
+		t.Fatalf("later turn: %q after %d gets, want c1 from one", got, store.gets)
+	}
+	none := first
+	none.Session.Anchor = session.Anchor{}
+	tr.Lookup(ctx, none)
+	tr.Remember(ctx, none, "c2", true)
+	tr.Wait(ctx)
+	if store.gets != 1 || store.sets != 1 {
+		t.Errorf("no anchor: %d gets, %d sets; want none", store.gets, store.sets)
+	}
+	if got := testutil.ToFloat64(m.LastClusterLookup.WithLabelValues("skipped")); got != 2 {
+		t.Errorf("skipped %v, want 2 (the first turn and the session without an anchor)", got)
+	}
+}

@@ -99,33 +99,46 @@ type Target struct {
 	RequestID string
 }
 
-// active reports whether the feature applies to t: it is on, and t's
-// session is eligible and complete.
-func (tr *Tracker) active(t Target) bool {
-	if tr == nil || !tr.cfg.Enabled || t.Session.Source == session.SourceNone {
-		return false
+// Enabled reports whether the tracker looks up and records anything:
+// without it a conversation anchor is not worth deriving.
+func (tr *Tracker) Enabled() bool { return tr != nil && tr.cfg.Enabled }
+
+// entry returns the affinity key t's entry is keyed by: an eligible
+// session's own, or a payload session's conversation anchor (a key that
+// survives the next turn, where the payload key does not); "" when the
+// feature does not apply to t. lookup is false when nothing can be found
+// under it: a first turn, which records its anchor for the next one.
+func (tr *Tracker) entry(t Target) (affinity string, lookup bool) {
+	if !tr.Enabled() || t.Model == "" {
+		return "", false
 	}
-	if !t.Session.Source.Eligible() || t.Session.AffinityKey == "" || t.Model == "" {
-		return false
+	s := t.Session
+	switch {
+	case s.Source.Eligible():
+		return s.AffinityKey, s.AffinityKey != ""
+	case s.Source == session.SourcePayload && s.Anchor.Key != "":
+		return s.Anchor.Key, s.Anchor.Later
 	}
-	return true
+	return "", false
 }
 
 // Lookup returns the remembered cluster id for t, or "" on a miss, an
 // error, a timeout or an ineligible session. It never blocks longer than
 // the lookup timeout and never fails the request.
 func (tr *Tracker) Lookup(ctx context.Context, t Target) string {
-	if tr == nil || !tr.cfg.Enabled || t.Session.Source == session.SourceNone {
+	if !tr.Enabled() || t.Session.Source == session.SourceNone {
 		return ""
 	}
-	// skipped counts sessions the feature cannot use (a payload hash, an
-	// incomplete target); no session, or the feature off, counts nothing.
-	if !tr.active(t) {
+	// skipped counts sessions the feature cannot use (a payload hash
+	// without an anchor, a first turn, an incomplete target); no session,
+	// or the feature off, counts nothing.
+	affinity, lookup := tr.entry(t)
+	if !lookup {
 		tr.m.LastClusterLookup.WithLabelValues("skipped").Inc()
 		return ""
 	}
 	start := tr.clock.Now()
-	key := Key(t.RoutingKey, t.Model, t.Session.AffinityKey)
+	key := Key(t.RoutingKey, t.Model, affinity)
 	if id, ok := tr.cachedID(key, start); ok {
 		tr.m.LookupDuration.Observe(tr.clock.Since(start).Seconds())
 		tr.m.LastClusterLookup.WithLabelValues("hit").Inc()
@@ -224,7 +237,8 @@ func (tr *Tracker) get(lctx context.Context, key string) (result, value string, 
 // soon as the handler returns), bounded by the write timeout. Call it only
 // for 2xx responses, as soon as their headers arrive.
 func (tr *Tracker) Remember(ctx context.Context, t Target, clusterID string, present bool) {
-	if !tr.active(t) {
+	affinity, _ := tr.entry(t)
+	if affinity == "" {
 		return
 	}
 	id, err := headers.ParseClusterID(clusterID)
@@ -232,7 +246,7 @@ func (tr *Tracker) Remember(ctx context.Context, t Target, clusterID string, pre
 		tr.m.LastClusterWrite.WithLabelValues("skipped").Inc()
 		return
 	}
-	key := Key(t.RoutingKey, t.Model, t.Session.AffinityKey)
+	key := Key(t.RoutingKey, t.Model, affinity)
 	skip, entry := tr.suppress(key, id)
 	if skip {
 		return

@@ -31,7 +31,7 @@ func BenchmarkPrepareShare(b *testing.B) {
 				b.SetBytes(int64(len(body)))
 				b.ReportAllocs()
 				for b.Loop() {
-					p, oe := server.Prepare(request.Chat, body, h, "req-1", false, models, 1, false, on)
+					p, oe := server.Prepare(request.Chat, body, h, "req-1", server.Options{Models: models, DefaultMaxOutputTokens: 1, PromptPrefix: on})
 					if oe != nil {
 						b.Fatal(oe)
 					}

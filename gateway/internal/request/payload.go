@@ -23,12 +23,19 @@ func (r *Request) Payload() []byte {
 	case Embeddings:
 		return nil
 	}
-	return r.AppendPayload(nil)
+	b, _ := r.AppendPayload(nil)
+	return b
 }
 
 // AppendPayload appends Payload's bytes to dst, so a caller that only
-// hashes them can reuse one buffer across requests.
-func (r *Request) AppendPayload(dst []byte) []byte {
+// hashes them can reuse one buffer across requests. anchorEnd is the
+// index in b just past the conversation's first user message (chat
+// messages, Responses input), where its anchor's bytes end
+// (docs/design/sessions.md#conversation-anchor); -1 when it has none: no
+// user message, or a completions prompt, which has no turns to tell
+// apart.
+func (r *Request) AppendPayload(dst []byte) (b []byte, anchorEnd int) {
+	anchorEnd = -1
 	switch r.Endpoint {
 	case Chat:
 		if dst == nil {
@@ -38,25 +45,33 @@ func (r *Request) AppendPayload(dst []byte) []byte {
 			}
 			dst = make([]byte, 0, size+size/16)
 		}
-		b := append(dst, '[')
+		b = append(dst, '[')
 		for i := range r.Chat.Messages {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendMessage(b, &r.Chat.Messages[i])
+			m := &r.Chat.Messages[i]
+			b = appendMessage(b, m)
+			if anchorEnd < 0 && m.Role == "user" {
+				anchorEnd = len(b)
+			}
 		}
-		return append(b, ']')
+		return append(b, ']'), anchorEnd
 	case Responses:
 		if r.Resp.InputString != nil {
-			b := append(dst, `[{"role":"user","content":`...)
+			b = append(dst, `[{"role":"user","content":`...)
 			b = appendString(b, *r.Resp.InputString)
-			return append(b, "}]"...)
+			b = append(b, '}')
+			return append(b, ']'), len(b)
 		}
-		return append(dst, r.Resp.Input...)
+		if r.Resp.AnchorEnd >= 0 {
+			anchorEnd = len(dst) + r.Resp.AnchorEnd
+		}
+		return append(dst, r.Resp.Input...), anchorEnd
 	case Completions:
-		return append(dst, r.Prompt...)
+		return append(dst, r.Prompt...), -1
 	}
-	return dst
+	return dst, -1
 }
 
 // appendString appends s as encoding/json would (HTML-safe escaping), on

@@ -157,7 +157,10 @@ type ResponsesBody struct {
 	Input []byte
 	// Items are the array input's items: messages (Role set) or other
 	// items (only Content.Raw set, holding the item's JSON).
-	Items        []Message
+	Items []Message
+	// AnchorEnd is the length of Input's bytes up to and including the
+	// first user message, -1 without one or for a string input.
+	AnchorEnd    int
 	Instructions string
 	Tools        []byte
 	ToolChoice   []byte
@@ -399,20 +402,34 @@ func (r *Request) parseResponses(root *fastjson.Value) *openai.Error {
 		str := string(s)
 		b.InputString = &str
 	case fastjson.TypeArray:
-		b.Input = in.MarshalTo(nil)
 		items, _ := in.Array()
 		b.Items = make([]Message, len(items))
+		b.AnchorEnd = -1
+		// Input is laid out item by item, as fastjson marshals an array,
+		// so the end of the first user message is known without a second
+		// scan. Each item is marshalled before it is parsed: reading a
+		// string unescapes it in place, and a later MarshalTo would then
+		// re-escape it differently from the client's bytes.
+		b.Input = []byte{'['}
 		for i, it := range items {
+			if i > 0 {
+				b.Input = append(b.Input, ',')
+			}
+			b.Input = it.MarshalTo(b.Input)
 			if it.Type() == fastjson.TypeObject && it.Get("role") != nil {
 				if oe := parseMessage(it, &b.Items[i], fmt.Sprintf("input[%d]", i)); oe != nil {
 					return oe
 				}
 				if b.Items[i].Role != "" {
+					if b.Items[i].Role == "user" && b.AnchorEnd < 0 {
+						b.AnchorEnd = len(b.Input)
+					}
 					continue
 				}
 			}
 			b.Items[i] = Message{Content: Content{Raw: it.MarshalTo(nil)}}
 		}
+		b.Input = append(b.Input, ']')
 	default:
 		return fieldErr("input", "a string or an array")
 	}

@@ -138,8 +138,17 @@ func FuzzParse(f *testing.F) {
 		// The appending form, which the session hashes in a reused
 		// buffer, lays out the same bytes after whatever dst held.
 		if oe == nil {
-			if got, want := r.AppendPayload([]byte("x")), "x"+string(r.Payload()); string(got) != want {
+			got, end := r.AppendPayload([]byte("x"))
+			if want := "x" + string(r.Payload()); string(got) != want {
 				t.Fatalf("AppendPayload %q, want %q", got, want)
+			}
+			// The anchor ends where a user message ends: the next byte
+			// closes the array or starts another item.
+			if end >= 0 && (end < 2 || end >= len(got) || got[end-1] != '}' || got[end] != ']' && got[end] != ',') {
+				t.Fatalf("anchor end %d in %q", end, got)
+			}
+			if (end >= 0) != hasUser(r) {
+				t.Fatalf("anchor end %d, user message %v", end, hasUser(r))
 			}
 		}
 		want, ok := parseOracle(body)
@@ -258,4 +267,65 @@ func FuzzAppendString(f *testing.F) {
 			t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
 		}
 	})
+}
+
+// hasUser reports whether r's conversation holds a user message: a chat
+// message or Responses input item with role user, or a string input.
+func hasUser(r *Request) bool {
+	var msgs []Message
+	switch r.Endpoint {
+	case Chat:
+		msgs = r.Chat.Messages
+	case Responses:
+		if r.Resp.InputString != nil {
+			return true
+		}
+		msgs = r.Resp.Items
+	}
+	for i := range msgs {
+		if msgs[i].Role == "user" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAnchorEnd: the anchor's bytes end just past the first user
+// message, and a Responses input laid out item by item is still the
+// client's compact bytes (escapes kept as sent), which the payload key
+// must hash unchanged.
+func TestAnchorEnd(t *testing.T) {
+	for _, c := range []struct {
+		e          Endpoint
+		body       string
+		payload    string
+		anchorPart string // payload[:anchorEnd]; "-" for none
+	}{
+		{Chat, `{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"u"},{"role":"user","content":"v"}]}`,
+			`[{"role":"system","content":"s"},{"role":"user","content":"u"},{"role":"user","content":"v"}]`,
+			`[{"role":"system","content":"s"},{"role":"user","content":"u"}`},
+		{Chat, `{"model":"m","messages":[{"role":"system","content":"s"}]}`, `[{"role":"system","content":"s"}]`, "-"},
+		{Responses, `{"model":"m","input":"hi"}`, `[{"role":"user","content":"hi"}]`, `[{"role":"user","content":"hi"}`},
+		{Responses, `{"model":"m","input":[ {"type":"reasoning","summary":[]} , {"role":"user","content":"caf\u00e9 \/ <b>"}, {"role":"assistant","content":"x"} ]}`,
+			`[{"type":"reasoning","summary":[]},{"role":"user","content":"caf\u00e9 \/ <b>"},{"role":"assistant","content":"x"}]`,
+			`[{"type":"reasoning","summary":[]},{"role":"user","content":"caf\u00e9 \/ <b>"}`},
+		{Responses, `{"model":"m","input":[{"role":"assistant","content":"x"}]}`, `[{"role":"assistant","content":"x"}]`, "-"},
+		{Completions, `{"model":"m","prompt":"p"}`, `"p"`, "-"},
+	} {
+		r, oe := Parse(c.e, []byte(c.body))
+		if oe != nil {
+			t.Fatal(oe)
+		}
+		b, end := r.AppendPayload(nil)
+		if string(b) != c.payload || string(r.Payload()) != c.payload {
+			t.Errorf("%s: payload %s, want %s", c.body, b, c.payload)
+		}
+		got := "-"
+		if end >= 0 {
+			got = string(b[:end])
+		}
+		if got != c.anchorPart {
+			t.Errorf("%s: anchor bytes %s, want %s", c.body, got, c.anchorPart)
+		}
+	}
 }

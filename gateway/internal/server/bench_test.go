@@ -47,11 +47,39 @@ func BenchmarkPrepare(b *testing.B) {
 				b.SetBytes(int64(len(body)))
 				b.ReportAllocs()
 				for b.Loop() {
-					p, oe := Prepare(request.Chat, body, h, "req-1", false, models, 1, false, true)
+					p, oe := Prepare(request.Chat, body, h, "req-1", Options{Models: models, DefaultMaxOutputTokens: 1, PromptPrefix: true})
 					if oe != nil {
 						b.Fatal(oe)
 					}
 					_ = p.Out.Header()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkPrepareAnchor is what the conversation anchor adds to a
+// keyless request's preparation (the payload key's hash is shared, the
+// anchor is summed at the first user message on the way). Compare with
+// benchstat -col /anchor.
+func BenchmarkPrepareAnchor(b *testing.B) {
+	models := config.Models{"m": {RequestSLOMs: 1000, MaxWaitMs: 500}}
+	for _, size := range []int{1 << 10, 32 << 10, 256 << 10} {
+		body := chatBody(size, true, false)
+		for _, on := range []bool{false, true} {
+			name := "off"
+			if on {
+				name = "on"
+			}
+			b.Run(fmt.Sprintf("size=%dKiB/anchor=%s", size>>10, name), func(b *testing.B) {
+				h := http.Header{}
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					p, oe := Prepare(request.Chat, body, h, "req-1", Options{Models: models, DefaultMaxOutputTokens: 1, PromptPrefix: true, Anchor: on})
+					if oe != nil || (p.Session.Anchor.Key != "") != on {
+						b.Fatal(oe, p.Session.Anchor)
+					}
 				}
 			})
 		}

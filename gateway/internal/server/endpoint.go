@@ -137,7 +137,9 @@ func (x *exchange) parse() bool {
 		openai.WriteError(x.w, oe)
 		return false
 	}
-	p, oe := Prepare(x.e, body, x.r.Header, x.st.requestID, d.RoutingKeyPrefix, d.Models, d.DefaultMaxOutputTokens, d.Limiter != nil, d.PromptPrefix)
+	p, oe := Prepare(x.e, body, x.r.Header, x.st.requestID, Options{RoutingKeyPrefix: d.RoutingKeyPrefix, Models: d.Models,
+		DefaultMaxOutputTokens: d.DefaultMaxOutputTokens, Limiting: d.Limiter != nil, PromptPrefix: d.PromptPrefix,
+		Anchor: d.ConversationAnchor && d.Tracker.Enabled()})
 	if oe != nil {
 		openai.WriteError(x.w, oe)
 		return false

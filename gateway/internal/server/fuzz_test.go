@@ -50,7 +50,7 @@ func FuzzPrepare(f *testing.F) {
 		if err != nil {
 			id = "generated-id"
 		}
-		p, oe := Prepare(ep, body, h, id, prefix, models, 1, true, true)
+		p, oe := Prepare(ep, body, h, id, Options{RoutingKeyPrefix: prefix, Models: models, DefaultMaxOutputTokens: 1, Limiting: true, PromptPrefix: true, Anchor: true})
 		if oe != nil {
 			if oe.Status != 400 {
 				t.Fatalf("status %d", oe.Status)
@@ -255,7 +255,7 @@ func TestPrepareAcceptFollowsStream(t *testing.T) {
 		{request.Completions, `{"model":"rk/m","prompt":"x","stream":true}`, "text/event-stream"},
 		{request.Chat, `{"model":"rk/m","messages":[{"role":"user","content":"x"}]}`, "text/event-stream"},
 	} {
-		p, oe := Prepare(tc.ep, []byte(tc.body), http.Header{}, "r", true, config.Models{}, 1, false, true)
+		p, oe := Prepare(tc.ep, []byte(tc.body), http.Header{}, "r", Options{RoutingKeyPrefix: true, DefaultMaxOutputTokens: 1, PromptPrefix: true})
 		if oe != nil {
 			t.Fatal(oe)
 		}

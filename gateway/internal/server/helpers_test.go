@@ -186,6 +186,8 @@ type opts struct {
 	// promptPrefix is the server's PromptPrefix (off unless a test
 	// turns it on).
 	promptPrefix bool
+	// anchor is the server's ConversationAnchor.
+	anchor bool
 	// lateTimers gives the server a clock whose AfterFunc timers never
 	// fire (timers a busy machine has not run yet); the harness's fake
 	// clock still moves its Now.
@@ -232,7 +234,7 @@ func newHarness(t *testing.T, o opts) *harness {
 	s := New(Deps{Hub: hc, Tracker: tr, Limiter: lim, Metrics: m, Log: log, Clock: sclk, Keys: o.keys,
 		Models: o.models, MaxBodyBytes: 1 << 20, DefaultMaxOutputTokens: 1, TracerProvider: o.tp,
 		HubResponseHeaderTimeout: o.headTimeout, HubRequestTimeout: o.requestTimeout, RequestDeadline: o.deadline,
-		PromptPrefix: o.promptPrefix})
+		PromptPrefix: o.promptPrefix, ConversationAnchor: o.anchor})
 	ts := httptest.NewServer(s)
 	t.Cleanup(func() {
 		ts.Close()

@@ -32,39 +32,53 @@ type Prepared struct {
 	DropUsageChunk bool
 }
 
+// Options are the gateway settings Prepare reads.
+type Options struct {
+	// RoutingKeyPrefix splits the model on its first '/'.
+	RoutingKeyPrefix bool
+	Models           config.Models
+	// DefaultMaxOutputTokens is reserved when a request sets no maximum.
+	DefaultMaxOutputTokens int64
+	// Limiting says a rate limiter is active: a streaming chat to a model
+	// with a token limit then asks upstream for usage so the reservation
+	// settles against real usage.
+	Limiting bool
+	// PromptPrefix adds the prompt's prefix summary
+	// (x-stargate-prompt-prefix) to the hub headers.
+	PromptPrefix bool
+	// Anchor derives a keyless request's conversation anchor, which
+	// last-cluster tracking keys it by.
+	Anchor bool
+}
+
 // Prepare does everything the gateway computes for a request from its
 // body and headers: parse, split the model, derive the session, estimate
 // tokens and build the outbound body and headers. It is the unit the
 // benchmarks measure.
-//
-// limiting says a rate limiter is active: a streaming chat to a model with
-// a token limit then asks upstream for usage so the reservation settles
-// against real usage. promptPrefix adds the prompt's prefix summary
-// (x-stargate-prompt-prefix) to the hub headers.
-func Prepare(e request.Endpoint, body []byte, h http.Header, requestID string, prefix bool, models config.Models, defMaxOut int64, limiting, promptPrefix bool) (*Prepared, *openai.Error) {
+func Prepare(e request.Endpoint, body []byte, h http.Header, requestID string, o Options) (*Prepared, *openai.Error) {
 	r, oe := request.Parse(e, body)
 	if oe != nil {
 		return nil, oe
 	}
 	p := &Prepared{Req: r, Model: r.Model}
-	if prefix {
+	if o.RoutingKeyPrefix {
 		if oe := p.splitRoutingKey(); oe != nil {
 			return nil, oe
 		}
 	}
 	if e != request.Embeddings {
-		if oe := p.deriveSession(h); oe != nil {
+		if oe := p.deriveSession(h, o.Anchor); oe != nil {
 			return nil, oe
 		}
 	}
 	p.Input = estimate.Input(r)
-	p.MaxOutput = estimate.MaxOutput(r, defMaxOut)
-	mc := models.For(p.Model)
+	p.MaxOutput = estimate.MaxOutput(r, o.DefaultMaxOutputTokens)
+	mc := o.Models.For(p.Model)
 	p.setOutbound(e, h, requestID, mc)
-	if promptPrefix {
+	if o.PromptPrefix {
 		p.Out.PromptPrefix = promptprefix.Header(r, body)
 	}
-	if oe := p.setUpstreamBody(e, body, prefix, limiting && mc.TokensPerMinute > 0); oe != nil {
+	if oe := p.setUpstreamBody(e, body, o.RoutingKeyPrefix, o.Limiting && mc.TokensPerMinute > 0); oe != nil {
 		return nil, oe
 	}
 	return p, nil
@@ -81,10 +95,11 @@ func (p *Prepared) splitRoutingKey() *openai.Error {
 }
 
 // deriveSession picks the request's session from the body and the
-// x-multi-turn-session-id header; an invalid id is a 400.
-func (p *Prepared) deriveSession(h http.Header) *openai.Error {
+// x-multi-turn-session-id header, with a keyless request's conversation
+// anchor when anchor is set; an invalid id is a 400.
+func (p *Prepared) deriveSession(h http.Header, anchor bool) *openai.Error {
 	r := p.Req
-	in := session.Inputs{PromptCacheKey: r.PromptCacheKey, ConversationID: r.ConversationID, Payload: r.AppendPayload}
+	in := session.Inputs{PromptCacheKey: r.PromptCacheKey, ConversationID: r.ConversationID, Payload: r.AppendPayload, Anchor: anchor}
 	if vs := h[hMultiTurnSessionID]; len(vs) > 0 {
 		in.Header, in.HeaderSet = vs[0], true
 	}

@@ -53,6 +53,9 @@ type Deps struct {
 	// PromptPrefix sends the hub each prompt's prefix summary
 	// (x-stargate-prompt-prefix).
 	PromptPrefix bool
+	// ConversationAnchor tracks a keyless conversation's last cluster
+	// under its anchor; it does nothing while the tracker is off.
+	ConversationAnchor bool
 	// ModelURIAllowlist refuses chat, completions and embeddings calls
 	// outside a model's uris (Responses always refuse).
 	ModelURIAllowlist bool

@@ -76,6 +76,30 @@ type Session struct {
 	Source Source
 	// AffinityKey is sent to the hub as x-cache-affinity-key.
 	AffinityKey string
+	// Anchor is a payload session's conversation anchor; zero for other
+	// sources and when Inputs.Anchor is off.
+	Anchor Anchor
+}
+
+// AnchorPrefix starts every conversation anchor. It is not mt:, so no
+// affinity key a client can send in x-multi-turn-session-id names the
+// same last-cluster entry as an anchor.
+const AnchorPrefix = "ca:v1:"
+
+// Anchor names a keyless conversation across its turns
+// (docs/design/sessions.md#conversation-anchor). The payload key changes
+// every turn as the history grows; the payload up to and including the
+// first user message does not, and it differs between conversations that
+// share only a system prompt. It keys last-cluster tracking only: the hub
+// still routes on the payload key.
+type Anchor struct {
+	// Key is AnchorPrefix + hex SHA-256 of the payload bytes up to and
+	// including the first user message; "" when there is none.
+	Key string
+	// Later reports that the request holds more than its first user
+	// message, so an earlier turn may have recorded the anchor. A first
+	// turn cannot find anything: its lookup is skipped.
+	Later bool
 }
 
 // Inputs are the candidate sources of one request. Pointers are nil when
@@ -89,9 +113,14 @@ type Inputs struct {
 	PromptCacheKey *string
 	ConversationID *string
 	// Payload appends the bytes the payload fallback hashes to its
-	// argument and returns the result; nil means no fallback
-	// (embeddings). Derive hashes them in a buffer it reuses.
-	Payload func(dst []byte) []byte
+	// argument and returns the result, with the index in it where the
+	// conversation anchor's bytes end (-1: no anchor); nil means no
+	// fallback (embeddings). Derive hashes them in a buffer it reuses.
+	Payload func(dst []byte) (b []byte, anchorEnd int)
+	// Anchor derives a payload session's conversation anchor. It costs
+	// no second pass over the bytes: the anchor's are a prefix of the
+	// payload's, hashed once.
+	Anchor bool
 }
 
 // Error is a 400-worthy validation failure; Message is the client-facing
@@ -140,9 +169,9 @@ func Derive(in Inputs) (Session, error) {
 		return Session{ID: header, Source: SourceHeader, AffinityKey: key}, nil
 	}
 	if in.Payload != nil {
-		sum := payloadSum(in.Payload)
+		sum, anchor := payloadSum(in.Payload, in.Anchor)
 		key := headers.PayloadKeyPrefix + hex.EncodeToString(sum[:])
-		return Session{ID: key, Source: SourcePayload, AffinityKey: key}, nil
+		return Session{ID: key, Source: SourcePayload, AffinityKey: key, Anchor: anchor}, nil
 	}
 	return Session{}, nil
 }
@@ -156,20 +185,46 @@ var payloadBufs sync.Pool
 // does not pin its size.
 const maxKeptPayload = 1 << 20
 
-// payloadSum is the sha256 of the bytes payload appends.
-func payloadSum(payload func(dst []byte) []byte) [sha256.Size]byte {
+// payloadSum is the sha256 of the bytes payload appends and, with
+// anchor, the conversation anchor their first anchorEnd bytes make.
+func payloadSum(payload func(dst []byte) ([]byte, int), anchor bool) ([sha256.Size]byte, Anchor) {
 	bp, _ := payloadBufs.Get().(*[]byte)
 	if bp == nil {
 		bp = new([]byte)
 	}
-	b := payload((*bp)[:0])
-	sum := sha256.Sum256(b)
+	b, end := payload((*bp)[:0])
+	var sum [sha256.Size]byte
+	var a Anchor
+	if anchor && end >= 0 && end <= len(b) {
+		// One pass: the hash's state at the anchor's end is summed, then
+		// it goes on over the rest of the payload.
+		var mid [sha256.Size]byte
+		h := sha256.New()
+		h.Write(b[:end])
+		a = Anchor{Key: anchorKey(h.Sum(mid[:0])), Later: laterTurn(b[end:])}
+		h.Write(b[end:])
+		copy(sum[:], h.Sum(mid[:0]))
+	} else {
+		sum = sha256.Sum256(b)
+	}
 	if cap(b) <= maxKeptPayload {
 		*bp = b
 		payloadBufs.Put(bp)
 	}
-	return sum
+	return sum, a
 }
+
+// anchorKey is AnchorPrefix + hex sum, built in one allocation.
+func anchorKey(sum []byte) string {
+	var k [len(AnchorPrefix) + 2*sha256.Size]byte
+	copy(k[:], AnchorPrefix)
+	hex.Encode(k[len(AnchorPrefix):], sum)
+	return string(k[:])
+}
+
+// laterTurn reports whether rest, the payload after the first user
+// message, holds another item: more than the array's closing bracket.
+func laterTurn(rest []byte) bool { return len(rest) > 1 }
 
 // Hashed returns mt:v1:<kind>:<hex sha256(v)>.
 func Hashed(kind, v string) string {

@@ -13,7 +13,7 @@ import (
 func ptr(s string) *string { return &s }
 
 func TestDerivePrecedenceAndVectors(t *testing.T) {
-	payload := func(dst []byte) []byte { return append(dst, `[{"role":"user","content":"hello"}]`...) }
+	payload := func(dst []byte) ([]byte, int) { return append(dst, `[{"role":"user","content":"hello"}]`...), -1 }
 	cases := []struct {
 		name    string
 		in      Inputs
@@ -79,15 +79,18 @@ func TestEligible(t *testing.T) {
 // header that already is an affinity key, sent verbatim; a payload
 // session's id is its key.
 func FuzzDerive(f *testing.F) {
-	f.Add("abc", "", "", true, []byte("p"), false)
-	f.Add("", "conv", " h ", true, []byte(nil), false)
-	f.Add("", "", "mt:v1:x:"+strings.Repeat("0", 64), true, []byte("[]"), false)
-	f.Add("\x00", "", "", false, []byte("x"), false)
-	f.Add("", "", "", false, []byte(`[{"role":"user","content":"hi"}]`), false)
-	f.Add("", "", "", false, []byte(nil), true)
-	f.Add("", "", " mt:v1:session:"+strings.Repeat("Ab", 32)+"\t", true, []byte(nil), false)
-	f.Fuzz(func(t *testing.T, pck, conv, header string, headerSet bool, payload []byte, noPayload bool) {
-		in := Inputs{Header: header, HeaderSet: headerSet, Payload: func(dst []byte) []byte { return append(dst, payload...) }}
+	f.Add("abc", "", "", true, []byte("p"), false, -1, false)
+	f.Add("", "conv", " h ", true, []byte(nil), false, -1, false)
+	f.Add("", "", "mt:v1:x:"+strings.Repeat("0", 64), true, []byte("[]"), false, -1, false)
+	f.Add("\x00", "", "", false, []byte("x"), false, -1, false)
+	f.Add("", "", "", false, []byte(`[{"role":"user","content":"hi"}]`), false, -1, false)
+	f.Add("", "", "", false, []byte(nil), true, -1, false)
+	f.Add("", "", " mt:v1:session:"+strings.Repeat("Ab", 32)+"\t", true, []byte(nil), false, 0, false)
+	f.Add("", "", "", false, []byte(`[{"role":"user","content":"hi"},{"role":"user","content":"again"}]`), false, 31, true)
+	f.Add("", "", "", false, []byte(`[{"role":"user","content":"hi"}]`), false, 31, true)
+	f.Fuzz(func(t *testing.T, pck, conv, header string, headerSet bool, payload []byte, noPayload bool, anchorEnd int, anchor bool) {
+		in := Inputs{Header: header, HeaderSet: headerSet, Anchor: anchor,
+			Payload: func(dst []byte) ([]byte, int) { return append(dst, payload...), anchorEnd }}
 		if noPayload {
 			in.Payload = nil
 		}
@@ -98,6 +101,9 @@ func FuzzDerive(f *testing.F) {
 			in.ConversationID = &conv
 		}
 		want, wantErr := deriveOracle(pck, conv, header, headerSet, payload, noPayload)
+		if want.Source == SourcePayload && anchor && anchorEnd >= 0 && anchorEnd <= len(payload) {
+			want.Anchor = Anchor{Key: "ca:v1:" + hex.EncodeToString(sha256Of(payload[:anchorEnd])), Later: len(payload)-anchorEnd > 1}
+		}
 		got, err := Derive(in)
 		if wantErr != "" {
 			var se *Error
@@ -152,6 +158,11 @@ func deriveOracle(pck, conv, header string, headerSet bool, payload []byte, noPa
 		key := hashed("payload", payload)
 		return Session{ID: key, Source: SourcePayload, AffinityKey: key}, ""
 	}
+}
+
+func sha256Of(b []byte) []byte {
+	sum := sha256.Sum256(b)
+	return sum[:]
 }
 
 // affinityKeyRE is an affinity key's shape: mt:v1:<kind>:<64 hex digits>.
