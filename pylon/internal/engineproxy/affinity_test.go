@@ -94,11 +94,12 @@ func TestEngineAffinitySameKeySameEngine(t *testing.T) {
 	}
 }
 
-// TestEngineAffinityFullPreferredSpills: with --max-engine-concurrency 2
-// over two engines each runs one request; while the preferred engine holds
-// one, the session's next request goes to the other engine, and it comes
-// back once the first ends.
-func TestEngineAffinityFullPreferredSpills(t *testing.T) {
+// fullPreferred starts a pool of two engines with --max-engine-concurrency
+// 2 (one request each) and sends a session's "slow" request, which holds
+// its preferred engine, engines[1], until unblock. done receives its
+// status.
+func fullPreferred(t *testing.T, cfg func(*Config)) (h *harness, engines []*scripted, key string, unblock func(), done chan int) {
+	t.Helper()
 	release := make(chan struct{})
 	handle := func(w http.ResponseWriter, r *http.Request, rec recorded) {
 		if rec.Header.Get(headers.RequestID) == "slow" {
@@ -110,14 +111,17 @@ func TestEngineAffinityFullPreferredSpills(t *testing.T) {
 		}
 		okJSON(w, r, rec)
 	}
-	engines := []*scripted{newScripted(t, handle), newScripted(t, handle)}
+	engines = []*scripted{newScripted(t, handle), newScripted(t, handle)}
 	urls := urlsOf(engines)
-	h := newEnginesHarness(t, urls, options{proxy: func(c *Config) { c.MaxEngineConcurrency = 2 }})
+	h = newEnginesHarness(t, urls, options{proxy: func(c *Config) {
+		c.MaxEngineConcurrency = 2
+		cfg(c)
+	}})
 	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
+	unblock = func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unblock) // before the servers close, should the test fail first
-	key := keyPreferring(t, urls, 1)
-	done := make(chan int, 1)
+	key = keyPreferring(t, urls, 1)
+	done = make(chan int, 1)
 	go func() {
 		hd := validHeaders("slow")
 		hd.Set(headers.CacheAffinityKey, key)
@@ -125,6 +129,15 @@ func TestEngineAffinityFullPreferredSpills(t *testing.T) {
 		done <- resp.StatusCode
 	}()
 	engines[1].next(t)
+	return h, engines, key, unblock, done
+}
+
+// TestEngineAffinityFullPreferredSpills: with --max-engine-concurrency 2
+// over two engines each runs one request; while the preferred engine holds
+// one, the session's next request goes to the other engine, and it comes
+// back once the first ends.
+func TestEngineAffinityFullPreferredSpills(t *testing.T) {
+	h, engines, key, unblock, done := fullPreferred(t, func(*Config) {})
 	if s := h.postKey("while-full", key); s != http.StatusOK {
 		t.Fatalf("status %d", s)
 	}
@@ -153,34 +166,9 @@ func TestEngineAffinityFullPreferredSpills(t *testing.T) {
 // spilling to the other one. The load bound is off so that only the limit
 // is in play.
 func TestEngineAffinityFullPreferredQueues(t *testing.T) {
-	release := make(chan struct{})
-	handle := func(w http.ResponseWriter, r *http.Request, rec recorded) {
-		if rec.Header.Get(headers.RequestID) == "slow" {
-			select {
-			case <-release:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		okJSON(w, r, rec)
-	}
-	engines := []*scripted{newScripted(t, handle), newScripted(t, handle)}
-	urls := urlsOf(engines)
-	h := newEnginesHarness(t, urls, options{proxy: func(c *Config) {
-		c.MaxEngineConcurrency, c.EngineAffinityLoadFactor, c.EngineAffinityQueueWhenFull = 2, 0, true
-	}})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
-	key := keyPreferring(t, urls, 1)
-	done := make(chan int, 1)
-	go func() {
-		hd := validHeaders("slow")
-		hd.Set(headers.CacheAffinityKey, key)
-		resp, _ := h.post("/v1/chat/completions", hd, chatBody)
-		done <- resp.StatusCode
-	}()
-	engines[1].next(t)
+	h, engines, key, unblock, done := fullPreferred(t, func(c *Config) {
+		c.EngineAffinityLoadFactor, c.EngineAffinityQueueWhenFull = 0, true
+	})
 	if s := h.postKey("while-full", key); s != http.StatusOK {
 		t.Fatalf("status %d", s)
 	}
