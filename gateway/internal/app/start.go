@@ -51,6 +51,11 @@ func (g *Gateway) start(ctx context.Context, p *parts) error {
 	var limiter *ratelimit.Limiter
 	if rl := g.cfg.RateLimit; rl.Enabled {
 		lcfg := ratelimit.Config{FailOpen: rl.FailOpen, StoreTimeout: rl.StoreTimeout}
+		if p.node == nil {
+			// The in-process counter answers under a mutex: nothing to
+			// bound.
+			lcfg.StoreTimeout = 0
+		}
 		if p.node != nil && rl.Mode == config.RateLimitLocal {
 			p.synced = ratelimit.NewSynced(counter, ratelimit.SyncConfig{Interval: rl.SyncInterval, StoreTimeout: rl.StoreTimeout}, g.clk, g.m)
 			if n, err := p.node.Members(ctx); err == nil {

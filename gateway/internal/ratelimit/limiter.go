@@ -32,7 +32,9 @@ type Limits struct {
 type Config struct {
 	// FailOpen admits when the store fails (the default in main).
 	FailOpen bool
-	// StoreTimeout bounds each counter call.
+	// StoreTimeout bounds each counter call; 0 sets no bound, for a
+	// counter that never waits on I/O (Local), whose adds would spend
+	// most of their time on the bound's context and timer.
 	StoreTimeout time.Duration
 	// Synced, when set, admits from local state reconciled with the
 	// counter in the background (the local mode); nil sends every add to
@@ -148,16 +150,14 @@ func (l *Limiter) key(principal, model, dim string, window int64) string {
 	return "rl:v1:" + hex.EncodeToString(h.Sum(nil)[:16]) + ":" + dim + ":" + strconv.FormatInt(window, 10)
 }
 
-// storeAdd adds delta to key on c under timeout, counting a failure by op.
-// The in-process counter answers under a mutex and never waits on I/O, so
-// its adds run without the timeout, whose context and timer would be most
-// of their cost.
+// storeAdd adds delta to key on c under timeout (none when 0), counting a
+// failure by op.
 func storeAdd(ctx context.Context, c Counter, timeout time.Duration, m *metrics.Metrics, op, key string, delta int64) (int64, error) {
-	if lc, ok := c.(*Local); ok {
-		return lc.Add(ctx, key, delta, KeyTTL)
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	v, err := c.Add(ctx, key, delta, KeyTTL)
 	if err != nil {
 		kind := "error"

@@ -279,7 +279,8 @@ func TestCachedKeys(t *testing.T) {
 // objects and the metric's label lookup.
 func TestReserveAllocations(t *testing.T) {
 	clk := clock.NewFake(t0)
-	l, _ := newLimiter(NewLocal(clk), clk, true)
+	// As the gateway wires the in-process counter: no store timeout.
+	l := New(NewLocal(clk), Config{FailOpen: true}, clk, metrics.New(prometheus.NewRegistry()), nil)
 	ctx := context.Background()
 	lim := Limits{RequestsPerMinute: 1 << 40, TokensPerMinute: 1 << 50}
 	allocs := testing.AllocsPerRun(100, func() {
