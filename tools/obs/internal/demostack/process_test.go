@@ -85,6 +85,17 @@ trap 'kill $!; echo stopping; exit 0' INT`, "wait\n")
 	}
 }
 
+// childPID reads the pid a fake demo printed as "child <pid>".
+func childPID(t *testing.T, out string) int {
+	t.Helper()
+	m := regexp.MustCompile(`child (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the fake demo printed no child pid: %q", out)
+	}
+	pid, _ := strconv.Atoi(m[1])
+	return pid
+}
+
 func TestStopDuringTheWorkload(t *testing.T) {
 	// Interrupted before its workload ends, the demo exits 130: the
 	// answer to Stop's own signal, not a failure.
@@ -97,11 +108,7 @@ echo "child $!"`, "wait\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`child (\d+)`).FindStringSubmatch(out.String())
-	if m == nil {
-		t.Fatalf("the fake demo printed no child pid: %q", out.String())
-	}
-	child, _ := strconv.Atoi(m[1])
+	child := childPID(t, out.String())
 	if err := st.Stop(); err != nil {
 		t.Errorf("Stop: %v", err)
 	}
@@ -134,11 +141,7 @@ echo "child $!"`, "wait\n")
 		t.Fatal(err)
 	}
 	// The child's pid came before the block Start waited for.
-	m := regexp.MustCompile(`child (\d+)`).FindStringSubmatch(out.String())
-	if m == nil {
-		t.Fatalf("the fake demo printed no child pid: %q", out.String())
-	}
-	child, _ := strconv.Atoi(m[1])
+	child := childPID(t, out.String())
 	err = st.Stop()
 	if err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Errorf("Stop: %v, want an error saying the demo was killed", err)
