@@ -133,7 +133,10 @@ func (r *EventReader) Next() (*Event, error) {
 // Buffered reports whether the next event is already whole in the
 // reader's buffer, so that Next returns it without reading. A writer
 // relaying events flushes when it is false: everything that has arrived
-// is then written, and nothing waits for bytes that have not.
+// is then written, and nothing waits for bytes that have not. It knows
+// only lines ended by LF (or CRLF), as every engine and hub writes them:
+// for an event with lines ended by a lone CR it says false, which costs a
+// flush, never an event.
 func (r *EventReader) Buffered() bool {
 	b, _ := r.br.Peek(r.br.Buffered())
 	started := false
