@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -415,7 +416,7 @@ func (e *Engine) serveStatsStream(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case line := <-sub:
-			if !write(line) {
+			if !writeQueued(w, sub, line) || rc.Flush() != nil {
 				return
 			}
 		case <-tick.C():
@@ -427,6 +428,26 @@ func (e *Engine) serveStatsStream(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-e.done:
 			return
+		}
+	}
+}
+
+// writeQueued writes line and every line already queued behind it, so
+// one flush (one write on the socket, one read for the pylon) carries
+// them all. Nothing waits for more: a line alone goes out alone. The
+// bound keeps a subscriber that never drains from starving the ping.
+func writeQueued(w io.Writer, sub <-chan []byte, line []byte) bool {
+	for n := 1; ; n++ {
+		if _, err := w.Write(line); err != nil {
+			return false
+		}
+		if n == subscriberBuffer {
+			return true
+		}
+		select {
+		case line = <-sub:
+		default:
+			return true
 		}
 	}
 }
