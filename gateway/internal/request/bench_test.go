@@ -24,3 +24,20 @@ func BenchmarkRewrite(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendString is the payload key's string encoder over prose:
+// plain ASCII with a few newlines and quotes, and the same with a
+// non-ASCII letter early on.
+func BenchmarkAppendString(b *testing.B) {
+	plain := strings.Repeat("The quick brown fox said \"hi\".\nThen it jumps over the lazy dog. ", 4096)
+	for _, c := range []struct{ name, s string }{{"ascii", plain}, {"utf8", "Grüße, " + plain}} {
+		b.Run(c.name, func(b *testing.B) {
+			buf := make([]byte, 0, 2*len(c.s))
+			b.SetBytes(int64(len(c.s)))
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = appendString(buf[:0], c.s)
+			}
+		})
+	}
+}

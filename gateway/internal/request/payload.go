@@ -1,8 +1,6 @@
 package request
 
-import (
-	"encoding/json"
-)
+import "unicode/utf8"
 
 // Payload returns the bytes the payload-derived session hashes
 // (docs/design/sessions.md#affinity-key): the chat messages re-marshalled in a fixed field order with
@@ -74,45 +72,76 @@ func (r *Request) AppendPayload(dst []byte) (b []byte, anchorEnd int) {
 	return dst, -1
 }
 
-// appendString appends s as encoding/json would (HTML-safe escaping), on
-// a fast path for plain ASCII and through encoding/json for the rest.
+// jsonPlain[c] says whether encoding/json writes the ASCII byte c inside a
+// string as it is: printable, and neither a quote, a backslash nor one of
+// the HTML-sensitive <, > and &. Bytes from 0x80 up are false: they start
+// a UTF-8 sequence and take the slow branch.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = true
+	}
+	for _, c := range []byte(`"\<>&`) {
+		t[c] = false
+	}
+	return t
+}()
+
+// appendString appends s as encoding/json would (HTML-safe escaping,
+// invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped), byte for byte:
+// the payload key is a hash of these bytes, and another gateway derives
+// it through encoding/json. Runs of plain bytes are copied whole; the
+// fuzz target holds it to encoding/json's output.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
-	for i := 0; i < len(s); i++ {
+	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= 0x20 && c < 0x80 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+		if jsonPlain[c] {
+			i++
 			continue
 		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\f':
-			b = append(b, '\\', 'f')
-		default:
-			if c >= 0x80 {
-				// Non-ASCII (validity, U+2028/9): encoding/json does the
-				// rest; its output starts with the quote already written.
-				q, _ := json.Marshal(s[i:])
-				return append(b, q[1:]...)
+		if c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default: // other control bytes, <, > and &
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}
-			const hex = "0123456789abcdef"
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			i++
+			start = i
+			continue
 		}
-		start = i + 1
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += n // a valid rune is written as it is
+			continue
+		}
+		i += n
+		start = i
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+const hexDigits = "0123456789abcdef"
 
 func appendMessage(b []byte, m *Message) []byte {
 	b = append(b, `{"role":`...)
