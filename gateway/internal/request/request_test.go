@@ -258,7 +258,7 @@ func uniqueMembers(b []byte) bool {
 // FuzzAppendString: the payload string encoder matches encoding/json byte
 // for byte, so payload keys do not depend on which path encoded them.
 func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "hello", "a\"b\\c\n\r\t<>&\x00\x1f", "é", "\u2028"} {
+	for _, s := range []string{"", "hello", "a\"b\\c\n\r\t<>&\x00\x1f", "é", "\u2028", "x\u2029y", "a\xffb", "Grüße\xc3", "\xed\xa0\x80<"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
