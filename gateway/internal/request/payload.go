@@ -60,9 +60,12 @@ func (r *Request) AppendPayload(dst []byte) (b []byte, anchorEnd int) {
 			b = append(dst, `[{"role":"user","content":`...)
 			b = appendString(b, *r.Resp.InputString)
 			b = append(b, '}')
+			if r.Resp.Continues {
+				return append(b, ']'), -1
+			}
 			return append(b, ']'), len(b)
 		}
-		if r.Resp.AnchorEnd >= 0 {
+		if r.Resp.AnchorEnd >= 0 && !r.Resp.Continues {
 			anchorEnd = len(dst) + r.Resp.AnchorEnd
 		}
 		return append(dst, r.Resp.Input...), anchorEnd

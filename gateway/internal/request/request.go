@@ -160,7 +160,11 @@ type ResponsesBody struct {
 	Items []Message
 	// AnchorEnd is the length of Input's bytes up to and including the
 	// first user message, -1 without one or for a string input.
-	AnchorEnd    int
+	AnchorEnd int
+	// Continues is set when previous_response_id is a non-empty string:
+	// the input then holds only the turn after a stored response, and no
+	// later request re-sends it, so it anchors nothing.
+	Continues    bool
 	Instructions string
 	Tools        []byte
 	ToolChoice   []byte
@@ -432,6 +436,10 @@ func (r *Request) parseResponses(root *fastjson.Value) *openai.Error {
 		b.Input = append(b.Input, ']')
 	default:
 		return fieldErr("input", "a string or an array")
+	}
+	if pr := root.Get("previous_response_id"); pr != nil && pr.Type() == fastjson.TypeString {
+		id, _ := pr.StringBytes()
+		b.Continues = len(id) > 0
 	}
 	if cv := root.Get("conversation"); cv != nil {
 		switch cv.Type() {

@@ -94,9 +94,12 @@ func TestConversationAnchor(t *testing.T) {
 		"ca:v1:ceebde42e0b5491da8b7b22957b42bb261848851e5cb3f5477d059381af9b79a"; got != want {
 		t.Errorf("anchor %s, want %s", got, want)
 	}
-	// A Responses string input is always a first turn.
-	if s := prepareAnchor(t, request.Responses, `{"model":"m","input":"hi"}`, true); s.Anchor.Key == "" || s.Anchor.Later {
-		t.Errorf("string input: %+v", s.Anchor)
+	// A Responses string input is always a first turn; an empty or null
+	// previous_response_id continues nothing.
+	for _, body := range []string{`{"model":"m","input":"hi"}`, `{"model":"m","previous_response_id":"","input":"hi"}`, `{"model":"m","previous_response_id":null,"input":"hi"}`} {
+		if s := prepareAnchor(t, request.Responses, body, true); s.Anchor.Key == "" || s.Anchor.Later {
+			t.Errorf("%s: %+v", body, s.Anchor)
+		}
 	}
 	for _, c := range []struct {
 		name string
@@ -107,6 +110,8 @@ func TestConversationAnchor(t *testing.T) {
 		{"no user message", request.Chat, `{"model":"m","messages":[{"role":"system","content":"a"}]}`},
 		{"completions", request.Completions, `{"model":"m","prompt":"a long prompt"}`},
 		{"responses without a user item", request.Responses, `{"model":"m","input":[{"type":"function_call_output","call_id":"c","output":"x"}]}`},
+		{"responses continuation, string input", request.Responses, `{"model":"m","previous_response_id":"resp_1","input":"and then?"}`},
+		{"responses continuation, array input", request.Responses, `{"model":"m","previous_response_id":"resp_1","input":[{"role":"user","content":"and then?"}]}`},
 	} {
 		if s := prepareAnchor(t, c.e, c.body, true); s.Anchor != (session.Anchor{}) {
 			t.Errorf("%s: anchor %+v, want none", c.name, s.Anchor)
