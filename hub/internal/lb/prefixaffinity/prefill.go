@@ -21,21 +21,22 @@ import (
 const PrefillTolerance = 4
 
 // candidate is the best cluster offered so far to one side of the
-// prefill-aware choice; ties are broken uniformly at random.
+// prefill-aware choice, by estimate; ties are broken as in reservoir.
 type candidate struct {
-	best, ties int
-	ms         float64
+	reservoir
+	ms float64
 }
 
 func (k *candidate) offer(i int, ms float64, rng *rand.Rand) {
+	order := 1 // a NaN estimate is never better nor equal
 	switch {
-	case k.best < 0 || ms < k.ms:
-		k.best, k.ms, k.ties = i, ms, 1
+	case ms < k.ms:
+		order = -1
 	case ms == k.ms:
-		k.ties++
-		if rng.IntN(k.ties) == 0 {
-			k.best = i
-		}
+		order = 0
+	}
+	if k.reservoir.offer(i, order, rng) {
+		k.ms = ms
 	}
 }
 
@@ -56,7 +57,7 @@ func (p *Picker) prefillAware(req *routing.Request, snap *routing.Snapshot, band
 	if len(band) > 0 {
 		longest = req.Prefix.HeldBlocks(snap.Clusters[band[0]].ClusterID)
 	}
-	holder := candidate{best: -1, ms: math.Inf(1)}
+	holder := candidate{reservoir: reservoir{best: -1}, ms: math.Inf(1)}
 	other := holder
 	for i := range snap.Clusters {
 		v := &snap.Clusters[i]

@@ -216,22 +216,42 @@ func selectable(req *routing.Request, v *routing.ClusterView) bool {
 	return len(req.Excluded) == 0 || !req.IsExcluded(v.ClusterID)
 }
 
-// chooser keeps the least loaded cluster offered so far. Each cluster is
-// scored once; on an equal score the newcomer replaces the best with
-// probability 1/ties, which makes every tied cluster equally likely, and
-// the random source is read only on a tie.
+// reservoir keeps the best index offered so far. On an equal score the
+// newcomer replaces the best with probability 1/ties, which makes every
+// tied index equally likely, and the random source is read only on a tie.
+type reservoir struct{ best, ties int }
+
+// offer takes i, whose score is better than the best's (order < 0),
+// equal (0) or worse (> 0), and reports whether i is now the best. The
+// first index offered is taken whatever its order.
+func (k *reservoir) offer(i, order int, rng *rand.Rand) bool {
+	switch {
+	case k.best < 0 || order < 0:
+		k.best, k.ties = i, 1
+		return true
+	case order == 0:
+		k.ties++
+		if rng.IntN(k.ties) == 0 {
+			k.best = i
+			return true
+		}
+	}
+	return false
+}
+
+// chooser keeps the least loaded cluster offered so far, by the picker's
+// comparator; each cluster is scored once.
 type chooser struct {
+	reservoir
 	cmp   lb.Comparator
 	req   *routing.Request
 	snap  *routing.Snapshot
 	rng   *rand.Rand
-	best  int
 	score lb.Score
-	ties  int
 }
 
 func (p *Picker) chooser(req *routing.Request, snap *routing.Snapshot, rng *rand.Rand) chooser {
-	return chooser{cmp: p.cfg.Comparator, req: req, snap: snap, rng: rng, best: -1}
+	return chooser{reservoir: reservoir{best: -1}, cmp: p.cfg.Comparator, req: req, snap: snap, rng: rng}
 }
 
 // offerWithRoom offers the members of band that have room (the cache
@@ -289,18 +309,12 @@ func (c *chooser) offerSelectable() bool {
 
 func (c *chooser) offer(i int) {
 	s := c.cmp.Score(c.req, &c.snap.Clusters[i])
-	if c.best < 0 {
-		c.best, c.score, c.ties = i, s, 1
-		return
+	order := 0
+	if c.best >= 0 {
+		order = s.Compare(c.score)
 	}
-	switch s.Compare(c.score) {
-	case -1:
-		c.best, c.score, c.ties = i, s, 1
-	case 0:
-		c.ties++
-		if c.rng.IntN(c.ties) == 0 {
-			c.best = i
-		}
+	if c.reservoir.offer(i, order, c.rng) {
+		c.score = s
 	}
 }
 
