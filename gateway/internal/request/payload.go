@@ -30,8 +30,9 @@ func (r *Request) Payload() []byte {
 // index in b just past the conversation's first user message (chat
 // messages, Responses input), where its anchor's bytes end
 // (docs/design/sessions.md#conversation-anchor); -1 when it has none: no
-// user message, or a completions prompt, which has no turns to tell
-// apart.
+// user message, a Responses request continuing a stored response (its
+// input is only the new turn), or a completions prompt, which has no
+// turns to tell apart.
 func (r *Request) AppendPayload(dst []byte) (b []byte, anchorEnd int) {
 	anchorEnd = -1
 	switch r.Endpoint {
