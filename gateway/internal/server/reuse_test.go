@@ -6,7 +6,9 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stargate-router/stargate/gateway/internal/hubclient"
 )
@@ -79,5 +81,68 @@ func TestAggregatedAnswerReadsHubBodyToItsEnd(t *testing.T) {
 	defer b0.mu.Unlock()
 	if b0.closedEarly {
 		t.Fatal("the hub body was closed before its end was read")
+	}
+}
+
+// heldEndBody gives the events of a whole chat answer in its first read
+// and holds its end until the client has the gateway's answer (or, if the
+// gateway waits for the end first, until a bound, noting that it did).
+type heldEndBody struct {
+	events   string
+	answered <-chan struct{}
+	waited   *atomic.Bool
+}
+
+func (b *heldEndBody) Read(p []byte) (int, error) {
+	if b.events != "" {
+		n := copy(p, b.events)
+		b.events = b.events[n:]
+		return n, nil
+	}
+	select {
+	case <-b.answered:
+	case <-time.After(10 * time.Second): // bounds only the failing case
+		b.waited.Store(true)
+	}
+	return 0, io.EOF
+}
+
+func (b *heldEndBody) Close() error { return nil }
+
+type heldEndHub struct {
+	answered <-chan struct{}
+	waited   atomic.Bool
+}
+
+func (h *heldEndHub) RoundTrip(r *http.Request) (*http.Response, error) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	b := &heldEndBody{answered: h.answered, waited: &h.waited,
+		events: "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: b, Request: r}, nil
+}
+
+// TestAggregatedAnswerBeforeHubBodyEnds: a JSON client has its whole
+// answer once the hub's stream reached [DONE]; the end of the hub's body,
+// which the gateway still reads for the connection's sake, comes after
+// the engine's, the pylon's and the hub's own and is not waited for.
+func TestAggregatedAnswerBeforeHubBodyEnds(t *testing.T) {
+	answered := make(chan struct{})
+	hub := &heldEndHub{answered: answered}
+	u, _ := url.Parse("http://hub.test")
+	h := newHarness(t, opts{pool: hubclient.NewWithTransport(u, hub, "")})
+	req, _ := http.NewRequest(http.MethodPost, h.ts.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"x"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	close(answered)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"content":"hi"`) {
+		t.Fatalf("%d %s %v", resp.StatusCode, b, err)
+	}
+	if hub.waited.Load() {
+		t.Fatal("the gateway held the client's answer until the hub's body ended")
 	}
 }

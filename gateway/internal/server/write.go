@@ -299,8 +299,12 @@ func (x *exchange) aggregateChat(resp *http.Response) *answer.Usage {
 		return nil
 	}
 	copyHeaders(w.Header(), resp.Header)
-	reuseConn(resp.Body)
 	writeJSON(w, out)
+	// The answer is whole (its length is declared), so it goes out before
+	// the hub's body is read to its end: that end follows the engine's,
+	// the pylon's and the hub's own, and the client need not wait for it.
+	_ = http.NewResponseController(w).Flush()
+	reuseConn(resp.Body)
 	u, ok := answer.ParseUsage(agg.Usage())
 	if !ok {
 		return nil
