@@ -435,7 +435,8 @@ func (e *Engine) serveStatsStream(w http.ResponseWriter, r *http.Request) {
 // writeQueued writes line and every line already queued behind it, so
 // one flush (one write on the socket, one read for the pylon) carries
 // them all. Nothing waits for more: a line alone goes out alone. The
-// bound keeps a subscriber that never drains from starving the ping.
+// bound flushes at least once per backlog's worth of lines however fast
+// they come, so neither the reader nor the ping waits on a busy engine.
 func writeQueued(w io.Writer, sub <-chan []byte, line []byte) bool {
 	for n := 1; ; n++ {
 		if _, err := w.Write(line); err != nil {
