@@ -225,16 +225,21 @@ type reservoir struct{ best, ties int }
 // equal (0) or worse (> 0), and reports whether i is now the best. The
 // first index offered is taken whatever its order.
 func (k *reservoir) offer(i, order int, rng *rand.Rand) bool {
-	switch {
-	case k.best < 0 || order < 0:
+	if order > 0 && k.best >= 0 {
+		return false // the usual case on a wide band, kept inlinable
+	}
+	return k.take(i, order, rng)
+}
+
+func (k *reservoir) take(i, order int, rng *rand.Rand) bool {
+	if k.best < 0 || order < 0 {
 		k.best, k.ties = i, 1
 		return true
-	case order == 0:
-		k.ties++
-		if rng.IntN(k.ties) == 0 {
-			k.best = i
-			return true
-		}
+	}
+	k.ties++
+	if rng.IntN(k.ties) == 0 {
+		k.best = i
+		return true
 	}
 	return false
 }
@@ -309,11 +314,9 @@ func (c *chooser) offerSelectable() bool {
 
 func (c *chooser) offer(i int) {
 	s := c.cmp.Score(c.req, &c.snap.Clusters[i])
-	order := 0
-	if c.best >= 0 {
-		order = s.Compare(c.score)
-	}
-	if c.reservoir.offer(i, order, c.rng) {
+	// Before the first offer c.score is zero, and reservoir takes the
+	// first whatever its order.
+	if c.reservoir.offer(i, s.Compare(c.score), c.rng) {
 		c.score = s
 	}
 }
