@@ -30,9 +30,9 @@ func (r *Request) Payload() []byte {
 // index in b just past the conversation's first user message (chat
 // messages, Responses input), where its anchor's bytes end
 // (docs/design/sessions.md#conversation-anchor); -1 when it has none: no
-// user message, a Responses request continuing a stored response (its
-// input is only the new turn), or a completions prompt, which has no
-// turns to tell apart.
+// user message, or a completions prompt, which has no turns to tell
+// apart. Whether a request is anchored at all is the caller's choice
+// (Continues).
 func (r *Request) AppendPayload(dst []byte) (b []byte, anchorEnd int) {
 	anchorEnd = -1
 	switch r.Endpoint {
@@ -61,12 +61,9 @@ func (r *Request) AppendPayload(dst []byte) (b []byte, anchorEnd int) {
 			b = append(dst, `[{"role":"user","content":`...)
 			b = appendString(b, *r.Resp.InputString)
 			b = append(b, '}')
-			if r.Resp.Continues {
-				return append(b, ']'), -1
-			}
 			return append(b, ']'), len(b)
 		}
-		if r.Resp.AnchorEnd >= 0 && !r.Resp.Continues {
+		if r.Resp.AnchorEnd >= 0 {
 			anchorEnd = len(dst) + r.Resp.AnchorEnd
 		}
 		return append(dst, r.Resp.Input...), anchorEnd

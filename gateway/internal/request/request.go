@@ -161,9 +161,8 @@ type ResponsesBody struct {
 	// AnchorEnd is the length of Input's bytes up to and including the
 	// first user message, -1 without one or for a string input.
 	AnchorEnd int
-	// Continues is set when previous_response_id is a non-empty string:
-	// the input then holds only the turn after a stored response, and no
-	// later request re-sends it, so it anchors nothing.
+	// Continues is set when previous_response_id is a non-empty string
+	// (Request.Continues).
 	Continues    bool
 	Instructions string
 	Tools        []byte
@@ -602,3 +601,10 @@ func reencode(body []byte, forceStream, usage bool, model string) ([]byte, error
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
+
+// Continues reports whether r is a Responses request continuing a stored
+// response (a non-empty previous_response_id): its input holds only the
+// turn after that response, and no later request re-sends it, so it has
+// no conversation anchor
+// (docs/design/sessions.md#conversation-anchor).
+func (r *Request) Continues() bool { return r.Resp != nil && r.Resp.Continues }

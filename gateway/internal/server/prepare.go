@@ -99,7 +99,7 @@ func (p *Prepared) splitRoutingKey() *openai.Error {
 // anchor when anchor is set; an invalid id is a 400.
 func (p *Prepared) deriveSession(h http.Header, anchor bool) *openai.Error {
 	r := p.Req
-	in := session.Inputs{PromptCacheKey: r.PromptCacheKey, ConversationID: r.ConversationID, Payload: r.AppendPayload, Anchor: anchor}
+	in := session.Inputs{PromptCacheKey: r.PromptCacheKey, ConversationID: r.ConversationID, Payload: r.AppendPayload, Anchor: anchor && !r.Continues()}
 	if vs := h[hMultiTurnSessionID]; len(vs) > 0 {
 		in.Header, in.HeaderSet = vs[0], true
 	}
