@@ -17,17 +17,30 @@ import (
 // end (io.EOF) comes in the next, as the last chunk of a chunked body
 // often arrives after the [DONE] event; it records whether it was closed
 // before its end was read.
+//
+// With hold set, the end is held until hold closes (the client has the
+// gateway's answer) or, if the gateway waits for the end first, until a
+// bound, which sets heldTooLong.
 type endTrackingBody struct {
 	mu          sync.Mutex
 	rest        string
 	atEOF       bool
 	closedEarly bool
+	hold        <-chan struct{}
+	heldTooLong *atomic.Bool
 }
 
 func (b *endTrackingBody) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.rest == "" {
+		if b.hold != nil && !b.atEOF {
+			select {
+			case <-b.hold:
+			case <-time.After(10 * time.Second): // bounds only the failing case
+				b.heldTooLong.Store(true)
+			}
+		}
 		b.atEOF = true
 		return 0, io.EOF
 	}
@@ -43,15 +56,19 @@ func (b *endTrackingBody) Close() error {
 	return nil
 }
 
-// endTrackingHub answers every request with an endTrackingBody.
+// endTrackingHub answers every request with an endTrackingBody, its end
+// held on hold when that is set.
 type endTrackingHub struct {
-	mu     sync.Mutex
-	bodies []*endTrackingBody
+	mu          sync.Mutex
+	bodies      []*endTrackingBody
+	hold        <-chan struct{}
+	heldTooLong atomic.Bool
 }
 
 func (h *endTrackingHub) RoundTrip(r *http.Request) (*http.Response, error) {
 	_, _ = io.Copy(io.Discard, r.Body)
-	b := &endTrackingBody{rest: "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"}
+	b := &endTrackingBody{hold: h.hold, heldTooLong: &h.heldTooLong,
+		rest: "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"}
 	h.mu.Lock()
 	h.bodies = append(h.bodies, b)
 	h.mu.Unlock()
@@ -84,50 +101,13 @@ func TestAggregatedAnswerReadsHubBodyToItsEnd(t *testing.T) {
 	}
 }
 
-// heldEndBody gives the events of a whole chat answer in its first read
-// and holds its end until the client has the gateway's answer (or, if the
-// gateway waits for the end first, until a bound, noting that it did).
-type heldEndBody struct {
-	events   string
-	answered <-chan struct{}
-	waited   *atomic.Bool
-}
-
-func (b *heldEndBody) Read(p []byte) (int, error) {
-	if b.events != "" {
-		n := copy(p, b.events)
-		b.events = b.events[n:]
-		return n, nil
-	}
-	select {
-	case <-b.answered:
-	case <-time.After(10 * time.Second): // bounds only the failing case
-		b.waited.Store(true)
-	}
-	return 0, io.EOF
-}
-
-func (b *heldEndBody) Close() error { return nil }
-
-type heldEndHub struct {
-	answered <-chan struct{}
-	waited   atomic.Bool
-}
-
-func (h *heldEndHub) RoundTrip(r *http.Request) (*http.Response, error) {
-	_, _ = io.Copy(io.Discard, r.Body)
-	b := &heldEndBody{answered: h.answered, waited: &h.waited,
-		events: "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"}
-	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: b, Request: r}, nil
-}
-
 // TestAggregatedAnswerBeforeHubBodyEnds: a JSON client has its whole
 // answer once the hub's stream reached [DONE]; the end of the hub's body,
 // which the gateway still reads for the connection's sake, comes after
 // the engine's, the pylon's and the hub's own and is not waited for.
 func TestAggregatedAnswerBeforeHubBodyEnds(t *testing.T) {
 	answered := make(chan struct{})
-	hub := &heldEndHub{answered: answered}
+	hub := &endTrackingHub{hold: answered}
 	u, _ := url.Parse("http://hub.test")
 	h := newHarness(t, opts{pool: hubclient.NewWithTransport(u, hub, "")})
 	req, _ := http.NewRequest(http.MethodPost, h.ts.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"x"}]}`))
@@ -142,7 +122,7 @@ func TestAggregatedAnswerBeforeHubBodyEnds(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"content":"hi"`) {
 		t.Fatalf("%d %s %v", resp.StatusCode, b, err)
 	}
-	if hub.waited.Load() {
+	if hub.heldTooLong.Load() {
 		t.Fatal("the gateway held the client's answer until the hub's body ended")
 	}
 }
