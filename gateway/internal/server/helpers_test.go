@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,14 +154,18 @@ func (h *fakeHub) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 type harness struct {
-	t       *testing.T
-	hub     *fakeHub
-	srv     *Server
-	ts      *httptest.Server
-	m       *metrics.Metrics
-	reg     *prometheus.Registry
-	tracker *lastcluster.Tracker
-	clock   *clock.Fake
+	// handlerDone maps hHandlerDone ids to their channels; seq makes the
+	// ids.
+	handlerDone sync.Map
+	seq         atomic.Int64
+	t           *testing.T
+	hub         *fakeHub
+	srv         *Server
+	ts          *httptest.Server
+	m           *metrics.Metrics
+	reg         *prometheus.Registry
+	tracker     *lastcluster.Tracker
+	clock       *clock.Fake
 }
 
 type opts struct {
@@ -235,13 +241,34 @@ func newHarness(t *testing.T, o opts) *harness {
 		Models: o.models, MaxBodyBytes: 1 << 20, DefaultMaxOutputTokens: 1, TracerProvider: o.tp,
 		HubResponseHeaderTimeout: o.headTimeout, HubRequestTimeout: o.requestTimeout, RequestDeadline: o.deadline,
 		PromptPrefix: o.promptPrefix, ConversationAnchor: o.anchor})
-	ts := httptest.NewServer(s)
+	h := &harness{t: t, hub: hub, srv: s, m: m, reg: reg, tracker: tr, clock: clk}
+	h.ts = httptest.NewServer(http.HandlerFunc(h.serve))
+	ts := h.ts
 	t.Cleanup(func() {
 		ts.Close()
 		hc.CloseIdle()
 		tr.Wait(context.Background())
 	})
-	return &harness{t: t, hub: hub, srv: s, ts: ts, m: m, reg: reg, tracker: tr, clock: clk}
+	return h
+}
+
+// hHandlerDone names, on a request h.post sends, the channel h.serve
+// closes when the gateway's handler has returned. A JSON answer reaches
+// the client before the handler ends (it still drains the hub's body),
+// and the request's metrics are recorded at that end.
+const hHandlerDone = "X-Test-Handler-Done"
+
+// serve is the gateway's handler, closing the channel named by
+// hHandlerDone once it returned (panicked included); the header itself
+// does not reach the gateway.
+func (h *harness) serve(w http.ResponseWriter, r *http.Request) {
+	if id := r.Header.Get(hHandlerDone); id != "" {
+		r.Header.Del(hHandlerDone)
+		if ch, ok := h.handlerDone.Load(id); ok {
+			defer close(ch.(chan struct{}))
+		}
+	}
+	h.srv.ServeHTTP(w, r)
 }
 
 func (h *harness) post(path, body string, hdr map[string]string) (*http.Response, string) {
@@ -251,12 +278,20 @@ func (h *harness) post(path, body string, hdr map[string]string) (*http.Response
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
+	id := strconv.FormatInt(h.seq.Add(1), 10)
+	done := make(chan struct{})
+	h.handlerDone.Store(id, done)
+	defer h.handlerDone.Delete(id)
+	req.Header.Set(hHandlerDone, id)
 	resp, err := h.ts.Client().Do(req)
 	if err != nil {
 		h.t.Fatalf("POST %s: %v", path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	// The answer is read; so that what the handler records after it
+	// (metrics, the span) is there for the caller, wait for its end.
+	<-done
 	return resp, string(b)
 }
 
