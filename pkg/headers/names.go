@@ -142,6 +142,18 @@ const (
 	// and never sends it to the engine. 0 means the deadline has passed (a
 	// 504 at once); absent means none (docs/gateway.md#request-deadline).
 	StargateDeadlineMs = "x-stargate-deadline-ms"
+
+	// StargateAggregated is "true" when the sender turns the answer's
+	// event stream into one JSON body instead of streaming it on: the
+	// gateway sets it on a chat or Responses request whose client did not
+	// ask for a stream (the tiers always stream upstream). The hub
+	// forwards it; the pylon then flushes the engine's events one read at
+	// a time only until the first event carrying text (which times the
+	// gateway's first-token metric) and lets the rest leave as the tunnel
+	// stream's buffer fills, at most a second apart, or at the end, and
+	// never sends it to the engine. Any other value, or none, keeps every
+	// event flushed as it completes (docs/pylon.md#aggregated-answers).
+	StargateAggregated = "x-stargate-aggregated"
 )
 
 // Hub -> pylon -> engine request headers
@@ -433,7 +445,7 @@ var known = [...]string{
 	RequestID, MultiTurnSessionID, ClaudeCodeSessionID, NVCFTargetRegion, GroqRegion, StainlessTimeout, StainlessLang,
 	Model, RoutingKey, RoutingMethod, InputTokens, TokenEstimate, CacheAffinityKey,
 	Priority, RequestSLOMs, MaxWaitMs, StargateMaxWaitMs, StargateLastClusterID, StargatePromptPrefix, StargateDeadlineMs,
-	StargateExpectedQueueMs, OutputTokens, DynamoRequestPriority, DynamoRequestStrictPriority,
+	StargateAggregated, StargateExpectedQueueMs, OutputTokens, DynamoRequestPriority, DynamoRequestStrictPriority,
 	StargateUpstreamRetryable, StargateRetryable, StargateRetryReason, StargateRetryAfterMs,
 	StargateClusterID, InferenceServerID, InferenceServerURL, StargateErrorCode, StargateSessionState,
 	StargateLBConfigHash, KVCacheHit, KVCacheHitTokens, KVCacheReusedInputTokens, KVCacheUncachedInputTokens,

@@ -68,6 +68,7 @@ func TestSpecNames(t *testing.T) {
 		"x-max-wait-ms":                    MaxWaitMs,
 		"x-stargate-max-wait-ms":           StargateMaxWaitMs,
 		"x-stargate-deadline-ms":           StargateDeadlineMs,
+		"x-stargate-aggregated":            StargateAggregated,
 		"deadline_exceeded":                ErrorCodeDeadlineExceeded,
 		"x-stainless-timeout":              StainlessTimeout,
 		"x-routing-method":                 RoutingMethod,

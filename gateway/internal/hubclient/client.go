@@ -59,6 +59,10 @@ type Outbound struct {
 	OutputTokens string
 	// Stream asks for text/event-stream.
 	Stream bool
+	// Aggregated says the gateway turns the answer's events into one JSON
+	// body (x-stargate-aggregated: true), so the pylon need not flush
+	// each event after the first carrying text.
+	Aggregated bool
 }
 
 // The outbound header names in the form net/http keeps them, computed
@@ -82,9 +86,10 @@ var (
 	hDeadlineMs       = http.CanonicalHeaderKey(headers.StargateDeadlineMs)
 	hStargateMaxWait  = http.CanonicalHeaderKey(headers.StargateMaxWaitMs)
 	hOutputTokens     = http.CanonicalHeaderKey(headers.OutputTokens)
+	hAggregated       = http.CanonicalHeaderKey(headers.StargateAggregated)
 	mediaJSON         = "application/json"
 	mediaEventStream  = "text/event-stream"
-	outboundHeaderCap = 18
+	outboundHeaderCap = 19
 )
 
 // Header builds the outbound header set from o alone. Its values share
@@ -138,6 +143,9 @@ func (o *Outbound) Header() http.Header {
 	}
 	if o.OutputTokens != "" {
 		set(hOutputTokens, o.OutputTokens)
+	}
+	if o.Aggregated {
+		set(hAggregated, "true")
 	}
 	return h
 }

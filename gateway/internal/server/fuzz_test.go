@@ -244,23 +244,36 @@ func membersOnce(dec *json.Decoder) bool {
 // TestPrepareAcceptFollowsStream: the hub is asked for a stream exactly
 // when the client asked for one or the gateway forces one (chat and
 // Responses); a rewrite for the routed model alone changes nothing else.
+// The forced stream, and only it, is marked aggregated
+// (x-stargate-aggregated: true), whatever the client's headers say.
 func TestPrepareAcceptFollowsStream(t *testing.T) {
 	for _, tc := range []struct {
-		ep   request.Endpoint
-		body string
-		want string
+		ep         request.Endpoint
+		body       string
+		want       string
+		aggregated string
 	}{
-		{request.Embeddings, `{"model":"rk/m","input":"x"}`, "application/json"},
-		{request.Completions, `{"model":"rk/m","prompt":"x"}`, "application/json"},
-		{request.Completions, `{"model":"rk/m","prompt":"x","stream":true}`, "text/event-stream"},
-		{request.Chat, `{"model":"rk/m","messages":[{"role":"user","content":"x"}]}`, "text/event-stream"},
+		{request.Embeddings, `{"model":"rk/m","input":"x"}`, "application/json", ""},
+		{request.Completions, `{"model":"rk/m","prompt":"x"}`, "application/json", ""},
+		{request.Completions, `{"model":"rk/m","prompt":"x","stream":true}`, "text/event-stream", ""},
+		{request.Chat, `{"model":"rk/m","messages":[{"role":"user","content":"x"}]}`, "text/event-stream", "true"},
+		{request.Chat, `{"model":"rk/m","messages":[{"role":"user","content":"x"}],"stream":false}`, "text/event-stream", "true"},
+		{request.Chat, `{"model":"rk/m","messages":[{"role":"user","content":"x"}],"stream":true}`, "text/event-stream", ""},
+		{request.Responses, `{"model":"rk/m","input":"x"}`, "text/event-stream", "true"},
+		{request.Responses, `{"model":"rk/m","input":"x","stream":true}`, "text/event-stream", ""},
 	} {
-		p, oe := Prepare(tc.ep, []byte(tc.body), http.Header{}, "r", Options{RoutingKeyPrefix: true, DefaultMaxOutputTokens: 1, PromptPrefix: true})
+		in := http.Header{}
+		in.Set(headers.StargateAggregated, "true") // a client's copy never counts
+		p, oe := Prepare(tc.ep, []byte(tc.body), in, "r", Options{RoutingKeyPrefix: true, DefaultMaxOutputTokens: 1, PromptPrefix: true})
 		if oe != nil {
 			t.Fatal(oe)
 		}
-		if got := p.Out.Header().Get("Accept"); got != tc.want {
+		out := p.Out.Header()
+		if got := out.Get("Accept"); got != tc.want {
 			t.Errorf("%v %s: Accept %q, want %q", tc.ep, tc.body, got, tc.want)
+		}
+		if got := out.Values(headers.StargateAggregated); strings.Join(got, ",") != tc.aggregated {
+			t.Errorf("%v %s: %s %q, want %q", tc.ep, tc.body, headers.StargateAggregated, got, tc.aggregated)
 		}
 	}
 }

@@ -164,5 +164,6 @@ func (p *Prepared) setUpstreamBody(e request.Endpoint, body []byte, prefix, toke
 	// rewrite for the routed model alone keeps the client's choice
 	// (found by FuzzPrepare: a prefixed embeddings call asked for SSE).
 	p.Out.Stream = p.Out.Stream || forceStream
+	p.Out.Aggregated = forceStream
 	return nil
 }

@@ -314,11 +314,11 @@ func TestForwardHeadersLowerCase(t *testing.T) {
 	in := http.Header{
 		"X-Request-Id": {"r1"}, "X-Model": {"m"}, "X-Input-Tokens": {"12"}, "X-Token-Estimate": {"12"},
 		"X-Output-Tokens": {"16"}, "X-Cache-Affinity-Key": {"mt:v1:pck:in"}, "X-Stargate-Deadline-Ms": {"900"},
-		"Content-Type": {"application/json"}, "Traceparent": {"00-0123456789abcdef0123456789abcdef-0123456789abcdef-01"},
+		"X-Stargate-Aggregated": {"true"}, "Content-Type": {"application/json"}, "Traceparent": {"00-0123456789abcdef0123456789abcdef-0123456789abcdef-01"},
 	}
 	out := forwardHeaders(in)
 	for _, k := range []string{headers.RequestID, headers.Model, headers.InputTokens, headers.TokenEstimate,
-		headers.OutputTokens, headers.CacheAffinityKey, headers.StargateDeadlineMs} {
+		headers.OutputTokens, headers.CacheAffinityKey, headers.StargateDeadlineMs, headers.StargateAggregated} {
 		if len(out[k]) != 1 || out[k][0] != in.Get(k) {
 			t.Errorf("%s filed as %v; want %q under its lower-case name", k, out, in.Get(k))
 		}

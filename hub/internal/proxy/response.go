@@ -39,7 +39,7 @@ func forwardHeaders(in http.Header) http.Header {
 var sendNames = func() map[string]string {
 	names := []string{headers.RequestID, headers.Model, headers.RoutingKey, headers.InputTokens, headers.TokenEstimate,
 		headers.OutputTokens, headers.CacheAffinityKey, headers.Priority, headers.RequestSLOMs, headers.MaxWaitMs,
-		headers.StargateMaxWaitMs, headers.StargateDeadlineMs, headers.StargateExpectedQueueMs}
+		headers.StargateMaxWaitMs, headers.StargateDeadlineMs, headers.StargateExpectedQueueMs, headers.StargateAggregated}
 	m := make(map[string]string, len(names))
 	for _, n := range names {
 		m[http.CanonicalHeaderKey(n)] = strings.ToLower(n)

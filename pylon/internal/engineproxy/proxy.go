@@ -44,6 +44,10 @@ type RequestInfo struct {
 	InputTokens uint64
 	Priority    uint32
 	RoutingKey  string
+	// Aggregated is true when the caller turns the answer's events into
+	// one body (x-stargate-aggregated: true): after the first event
+	// carrying text, events need not be flushed one read at a time.
+	Aggregated bool
 }
 
 // Observation follows one request through its phases
@@ -151,7 +155,7 @@ func New(cfg Config, tracker Tracker, m *Metrics) *Proxy {
 	}
 	return &Proxy{cfg: cfg, tracker: tracker, metrics: m, pool: newPool(&cfg, m), transport: transport,
 		notForwarded: headers.NewSet(append([]string{"Host", headers.TunnelMethod, headers.TunnelPath, headers.StargateExpectedQueueMs, headers.StargateDeadlineMs,
-			headers.StargateUpstreamRetryable, headers.StargateRetryable, headers.StargateRetryReason, headers.StargateRetryAfterMs,
+			headers.StargateAggregated, headers.StargateUpstreamRetryable, headers.StargateRetryable, headers.StargateRetryReason, headers.StargateRetryAfterMs,
 			cfg.UpstreamRetryHeader, headers.DynamoRequestPriority, headers.DynamoRequestStrictPriority}, headers.HopByHop...)...),
 		notReturned: headers.NewSet(append([]string{"Content-Length", headers.StargateUpstreamRetryable, headers.StargateRetryable,
 			headers.StargateRetryReason, headers.StargateRetryAfterMs, cfg.UpstreamRetryHeader}, headers.HopByHop...)...),
@@ -165,6 +169,7 @@ var (
 	canonRequestID            = http.CanonicalHeaderKey(headers.RequestID)
 	canonModel                = http.CanonicalHeaderKey(headers.Model)
 	canonRoutingKey           = http.CanonicalHeaderKey(headers.RoutingKey)
+	canonAggregated           = http.CanonicalHeaderKey(headers.StargateAggregated)
 	canonDynamoPriority       = http.CanonicalHeaderKey(headers.DynamoRequestPriority)
 	canonDynamoStrictPriority = http.CanonicalHeaderKey(headers.DynamoRequestStrictPriority)
 )
@@ -235,6 +240,9 @@ func requestHeaders(h http.Header) (RequestInfo, string) {
 		info.Priority = p
 	}
 	info.RoutingKey = strings.TrimSpace(headers.First(h, canonRoutingKey))
+	// A hint, not a command: any value but "true" keeps every event
+	// flushed, which is never wrong.
+	info.Aggregated = strings.EqualFold(strings.TrimSpace(headers.First(h, canonAggregated)), "true")
 	return info, ""
 }
 

@@ -343,6 +343,7 @@ func TestUpstreamRequestHeaders(t *testing.T) {
 		hd.Set(headers.OutputTokens, "12")
 		hd.Set(headers.TokenEstimate, "140")
 		hd.Set(headers.StargateExpectedQueueMs, "5000")
+		hd.Set(headers.StargateAggregated, "true")
 		hd.Set(headers.StargateUpstreamRetryable, "true")
 		hd.Set(headers.StargateRetryable, "true")
 		hd.Set(headers.StargateRetryReason, "spoofed")
@@ -359,7 +360,7 @@ func TestUpstreamRequestHeaders(t *testing.T) {
 		return hd
 	}
 	stripped := []string{
-		headers.StargateExpectedQueueMs, headers.StargateUpstreamRetryable, headers.StargateRetryable,
+		headers.StargateExpectedQueueMs, headers.StargateAggregated, headers.StargateUpstreamRetryable, headers.StargateRetryable,
 		headers.StargateRetryReason, headers.StargateRetryAfterMs, headers.TunnelMethod, headers.TunnelPath,
 		"X-Engine-Retry", "Keep-Alive", "Proxy-Connection", "Te",
 	}

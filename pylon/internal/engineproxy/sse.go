@@ -17,6 +17,13 @@ import (
 // event leaves as soon as the read that finished it returns, and events
 // that arrived together leave together, in one HTTP/2 frame and one write
 // on the tunnel instead of one per event. The accounting stays per event.
+// For an aggregated answer (info.Aggregated) only the reads up to the one
+// that completes the first event carrying text are flushed: the caller
+// times its first token there, and sees nothing else until the end. Later
+// events wait in the tunnel stream's buffer, which sends them when it
+// fills, and are flushed when a second has passed since the last flush or
+// the stream ends, so a long answer still moves and the hops relay a few
+// frames instead of one per event.
 // The first output must come within FirstOutputTimeout and each next one
 // within InterEventTimeout, or the upstream request is cancelled and the
 // request fails. abort is true when the proxy cut the stream short
@@ -39,6 +46,10 @@ func (px *Proxy) streamSSE(ctx context.Context, cancel context.CancelFunc, w htt
 	defer copyBuffers.Put(bp)
 	buf := *bp
 	outputs := 0
+	// hold: flushes may wait (an aggregated answer past its first text);
+	// lastFlush is read only then.
+	hold := false
+	var lastFlush time.Time
 	for {
 		n, err := body.Read(buf)
 		data, from := buf[:n], 0
@@ -54,15 +65,22 @@ func (px *Proxy) streamSSE(ctx context.Context, cancel context.CancelFunc, w htt
 			if _, werr := w.Write(data[:done]); werr != nil {
 				return outcomeCancelled, false
 			}
-			if rc.Flush() != nil {
-				return outcomeCancelled, false
+			if flush := !hold || px.cfg.Clock.Since(lastFlush) >= aggregatedFlushInterval; flush {
+				if rc.Flush() != nil {
+					return outcomeCancelled, false
+				}
+				if info.Aggregated {
+					lastFlush = px.cfg.Clock.Now()
+				}
 			}
 			for ev := data[:done]; len(ev) > 0; {
 				end, sepLen := eventBoundary(ev, 0)
 				// [DONE] is informational: a stream may end without it
 				// (the Responses API does), so only output events matter.
 				if classify(ev[:end]) == eventOutput {
-					obs.Output(dataOf(ev[:end]))
+					d := dataOf(ev[:end])
+					obs.Output(d)
+					hold = hold || info.Aggregated && carriesText(d)
 					outputs++
 					if outputs == 1 {
 						px.metrics.firstOutput(info, px.cfg.Clock.Since(start))
@@ -87,6 +105,50 @@ func (px *Proxy) streamSSE(ctx context.Context, cancel context.CancelFunc, w htt
 			return px.streamEnded(ctx, err == io.EOF, timedOut.Load(), outputs, info, ok2xx)
 		}
 	}
+}
+
+// aggregatedFlushInterval bounds how long the events of an aggregated
+// answer wait for the tunnel stream's buffer to fill: the caller does not
+// read them before the end, but a hop between the tiers that closes idle
+// connections should still see the answer move.
+const aggregatedFlushInterval = time.Second
+
+// carriesText reports whether an output event's data certainly carries
+// text by the rule the gateway times its first token with: a chat or
+// completions choice with non-empty delta content or text, or a Responses
+// response.output_text.delta with a non-empty delta. Any doubt (another
+// shape, reasoning or tool-call deltas, bytes that are not JSON) is false,
+// which only keeps flushing, as for a streamed answer. It runs for the
+// output events of an aggregated answer up to the first that carries
+// text, usually two.
+func carriesText(data []byte) bool {
+	if !bytes.Contains(data, []byte(`"content"`)) && !bytes.Contains(data, []byte(`"text"`)) &&
+		!bytes.Contains(data, []byte(`"response.output_text.delta"`)) {
+		return false
+	}
+	var ev struct {
+		Type    string          `json:"type"`
+		Delta   json.RawMessage `json:"delta"`
+		Choices []struct {
+			Text  string `json:"text"`
+			Delta struct {
+				Content string `json:"content"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(data, &ev) != nil {
+		return false
+	}
+	if ev.Type == "response.output_text.delta" {
+		var d string
+		return json.Unmarshal(ev.Delta, &d) == nil && d != ""
+	}
+	for _, ch := range ev.Choices {
+		if ch.Text != "" || ch.Delta.Content != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // streamEnded is the outcome of an event stream whose read ended, at its

@@ -827,14 +827,19 @@ func (w *writeLog) WriteHeader(int) {}
 func (w *writeLog) Flush()          { w.ops = append(w.ops, "flush") }
 
 // scriptedReader returns its reads in order, then io.EOF, recording what
-// the writer had received when each read was made.
+// the writer had received when each read was made. before, when set, runs
+// first at each read with its index (to move a clock between reads).
 type scriptedReader struct {
-	reads []string
-	w     *writeLog
-	seen  [][]string
+	reads  []string
+	w      *writeLog
+	seen   [][]string
+	before func(i int)
 }
 
 func (r *scriptedReader) Read(p []byte) (int, error) {
+	if r.before != nil {
+		r.before(len(r.seen))
+	}
 	r.seen = append(r.seen, slices.Clone(r.w.ops))
 	if len(r.reads) == 0 {
 		return 0, io.EOF
@@ -884,5 +889,148 @@ func TestSSEOneFlushPerRead(t *testing.T) {
 		`{"choices":[{"delta":{"content":"c"}}]}`, `{"choices":[{"delta":{"content":"d"}}]}`,
 	}; !slices.Equal(got, wantOut) {
 		t.Fatalf("outputs %q, want %q", got, wantOut)
+	}
+}
+
+// TestSSEAggregatedFlushes: for an aggregated answer the reads are flushed
+// one by one until the first event carrying text (a role chunk or a
+// reasoning delta is not text), then held for the tunnel stream's buffer,
+// except that a read a second or more after the last flush is flushed;
+// without the hint every read is flushed. Every event is written either
+// way, in order, and observed.
+func TestSSEAggregatedFlushes(t *testing.T) {
+	ev := func(s string) string { return `data: {"choices":[{"delta":{"content":"` + s + `"}}]}` + "\n\n" }
+	role := `data: {"choices":[{"delta":{"role":"assistant","content":""}}]}` + "\n\n"
+	reasoning := `data: {"choices":[{"delta":{"reasoning_content":"hm"}}]}` + "\n\n"
+	reads := []string{role, reasoning, ev("a"), ev("b"), ev("c"), ev("d"), "data: [DONE]\n\n"}
+	for _, tc := range []struct {
+		name       string
+		aggregated bool
+		flushed    []bool // per read
+	}{
+		{"aggregated", true, []bool{true, true, true, false, false, true, false}},
+		{"streamed", false, []bool{true, true, true, true, true, true, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewFake(epoch)
+			w := &writeLog{h: http.Header{}}
+			r := &scriptedReader{w: w, reads: slices.Clone(reads), before: func(i int) {
+				if i == 5 { // ev("d") arrives a second after ev("a") was flushed
+					clk.Advance(time.Second)
+				}
+			}}
+			px := &Proxy{cfg: Config{Clock: clk, Log: slog.New(slog.DiscardHandler), MaxEventBytes: 1 << 20,
+				FirstOutputTimeout: time.Hour, InterEventTimeout: time.Hour}}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			obs := &recordingObs{}
+			info := RequestInfo{Aggregated: tc.aggregated}
+			out, abort := px.streamSSE(ctx, cancel, w, http.NewResponseController(w), r, info, obs, clk.Now(), true)
+			if out != outcomeComplete || abort {
+				t.Fatalf("outcome %v abort %v", out, abort)
+			}
+			var want []string
+			for i, rd := range reads {
+				want = append(want, "w:"+rd)
+				if tc.flushed[i] {
+					want = append(want, "flush")
+				}
+			}
+			if !slices.Equal(w.ops, want) {
+				t.Fatalf("writer got\n%q\nwant\n%q", w.ops, want)
+			}
+			if len(obs.outputs) != 6 {
+				t.Fatalf("%d outputs observed, want 6", len(obs.outputs))
+			}
+		})
+	}
+}
+
+// TestCarriesText pins the pylon's side of the gateway's first-token rule:
+// true only where the gateway certainly sees text, false on any doubt.
+func TestCarriesText(t *testing.T) {
+	for _, tc := range []struct {
+		data string
+		want bool
+	}{
+		{`{"choices":[{"delta":{"content":"hi"}}]}`, true},
+		{`{"choices":[{"delta":{"content":" "}}]}`, true},
+		{`{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"content":"x"}}]}`, true},
+		{`{"choices":[{"text":"hi"}]}`, true},
+		{`{"type":"response.output_text.delta","delta":"hi"}`, true},
+		{`{"type":"response.output_text.delta","delta":"\u0068"}`, true},
+		{`{"choices":[{"delta":{"role":"assistant","content":""}}]}`, false},
+		{`{"choices":[{"delta":{"content":null}}]}`, false},
+		{`{"choices":[{"delta":{"reasoning_content":"hm"}}]}`, false},
+		{`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}`, false},
+		{`{"choices":[{"delta":{"content":[{"type":"text","text":"x"}]}}]}`, false},
+		{`{"choices":[],"usage":{"completion_tokens":3}}`, false},
+		{`{"type":"response.output_text.delta","delta":""}`, false},
+		{`{"type":"response.reasoning_text.delta","delta":"hm"}`, false},
+		{`{"type":"response.content_part.added","part":{"type":"output_text","text":""}}`, false},
+		{`{"choices":[{"delta":{"content":"hi"}}]`, false},
+		{`not json "content"`, false},
+		{``, false},
+	} {
+		if got := carriesText([]byte(tc.data)); got != tc.want {
+			t.Errorf("carriesText(%s) = %v, want %v", tc.data, got, tc.want)
+		}
+	}
+}
+
+// TestSSEAggregatedAnswer: over real HTTP, an aggregated answer reaches
+// the client whole and in order, ending cleanly, and one cut short by the
+// engine is reset, never ended like a whole one, even with events held.
+func TestSSEAggregatedAnswer(t *testing.T) {
+	events := []string{
+		"data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
+		"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+		"data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n",
+		"data: {\"choices\":[{\"delta\":{\"content\":\"c\"}}]}\n\n",
+	}
+	for _, cut := range []bool{false, true} {
+		t.Run("cut="+strconv.FormatBool(cut), func(t *testing.T) {
+			up := newCommanded(t)
+			h := newHarness(t, up.srv.URL, options{})
+			hd := validHeaders("r")
+			hd.Set(headers.StargateAggregated, "true")
+			resp := h.request(context.Background(), http.MethodPost, "/v1/chat/completions", hd, chatBody)
+			defer func() { _ = resp.Body.Close() }()
+			er := readEvents(resp.Body)
+			for _, ev := range events {
+				up.send(t, ev)
+			}
+			if cut {
+				up.send(t, "!abort")
+			} else {
+				up.send(t, "data: [DONE]\n\n")
+				close(up.cmds)
+			}
+			for _, ev := range events {
+				if got := er.next(t); got != ev {
+					t.Fatalf("client got %q, want %q", got, ev)
+				}
+			}
+			if !cut {
+				if got := er.next(t); got != "data: [DONE]\n\n" {
+					t.Fatalf("client got %q", got)
+				}
+			}
+			err := er.end(t)
+			h.waitServed(1)
+			state := h.onlyObserver().State()
+			if cut {
+				if errors.Is(err, io.EOF) {
+					t.Fatal("a cut aggregated answer ended cleanly; want it reset")
+				}
+				if state != stats.Failed {
+					t.Fatalf("observer %v, want failed", state)
+				}
+				return
+			}
+			if !errors.Is(err, io.EOF) || state != stats.Complete {
+				t.Fatalf("stream ended with %v, observer %v; want EOF and complete", err, state)
+			}
+		})
 	}
 }

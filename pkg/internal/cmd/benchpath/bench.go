@@ -62,11 +62,11 @@ type bench struct {
 
 // fleet is one cluster of one pylon in front of one mock engine whose
 // every modelled cost is zero (set through extraArgs), so what is
-// measured is the relaying. The capacities are far above what two cores
+// measured is the relaying; tokenDelayMs paces its output only when asked. The capacities are far above what two cores
 // can drive: the hub never waits or refuses, and the pylon's queue
 // admission is off, so no request is turned away by a lagging estimate.
-func fleet() stack.Fleet {
-	return stack.Fleet{Model: model, Slots: 256, Regions: []stack.Region{{Name: "local", Clusters: []stack.Cluster{
+func fleet(tokenDelayMs int) stack.Fleet {
+	return stack.Fleet{Model: model, Slots: 256, TokenDelayMs: tokenDelayMs, Regions: []stack.Region{{Name: "local", Clusters: []stack.Cluster{
 		{ID: cluster, ColdTPS: 100_000_000, WarmTPS: 100_000_000}}}}}
 }
 
@@ -105,7 +105,7 @@ func (b *bench) floorHops() int {
 // stack.
 func (b *bench) runRound(ctx context.Context, round int) error {
 	st, err := stack.Start(ctx, stack.Options{BinDir: b.o.bin, LogDir: filepath.Join(b.o.out, "logs", "round-"+strconv.Itoa(round)),
-		Fleet: fleet(), LBConfigPath: b.lbPath, Principal: "benchpath", FloorHops: b.floorHops(), ExtraArgs: b.extraArgs()})
+		Fleet: fleet(b.o.tokenDelayMs), LBConfigPath: b.lbPath, Principal: "benchpath", FloorHops: b.floorHops(), ExtraArgs: b.extraArgs()})
 	if err != nil {
 		return err
 	}

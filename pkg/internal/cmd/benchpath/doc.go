@@ -1,7 +1,7 @@
 // Command benchpath measures what each tier of the request path costs,
 // against the machine's own floor: in one run it starts fresh processes
 // per round (pkg/internal/stack: a mock engine with every modelled delay
-// at zero, one to three relay-floor hops of bin/baseline-proxy chained in
+// at zero, or only its tokens paced with -token-delay-ms, one to three relay-floor hops of bin/baseline-proxy chained in
 // front of it, a hub, a pylon and a gateway with Olric, last-cluster
 // tracking and rate limits on), and for each body size, client count and
 // streaming mode drives every path (engine direct, one to three floor

@@ -25,6 +25,7 @@ func main() {
 type options struct {
 	bin, out, src, goCmd string
 	rounds, outTokens    int
+	tokenDelayMs         int
 	warmup, duration     time.Duration
 	paths, sizes         string
 	clients, streams     string
@@ -51,6 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.clients, "clients", "1,32", "concurrent clients per row")
 	fs.StringVar(&o.streams, "stream", "off,on", "streaming modes: off (a JSON answer), on (server-sent events)")
 	fs.IntVar(&o.outTokens, "output-tokens", 16, "output tokens per answer (events per stream)")
+	fs.IntVar(&o.tokenDelayMs, "token-delay-ms", 0, "the engine's delay between output tokens (0: all at once); a paced engine sends each event alone, as a real one does")
 	fs.BoolVar(&o.profile, "profile", false, "also take CPU and allocation profiles of gateway, hub and pylon under the chain at 1 KiB with the most clients (round 1, after its rows)")
 	fs.DurationVar(&o.profileTime, "profile-time", 10*time.Second, "length of each profile")
 	fs.IntVar(&o.topN, "top", 5, "functions per tier in the report's profile tops")
@@ -73,8 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // newBench checks the flags and resolves the defaults.
 func newBench(o options, stdout io.Writer) (*bench, error) {
-	if o.rounds < 1 || o.warmup <= 0 || o.duration <= 0 || o.outTokens < 1 || o.benchCount < 0 {
-		return nil, errors.New("-rounds and -output-tokens must be >= 1, -warmup and -duration > 0, -bench-count >= 0")
+	if o.rounds < 1 || o.warmup <= 0 || o.duration <= 0 || o.outTokens < 1 || o.benchCount < 0 || o.tokenDelayMs < 0 {
+		return nil, errors.New("-rounds and -output-tokens must be >= 1, -warmup and -duration > 0, -bench-count and -token-delay-ms >= 0")
 	}
 	if o.profile && o.profileTime < time.Second {
 		return nil, errors.New("-profile-time must be at least 1s")

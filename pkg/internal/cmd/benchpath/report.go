@@ -182,8 +182,12 @@ func (rep *report) write(w io.Writer) {
 	fmt.Fprintf(w, "- command: `%s`\n- source tree: %s; binaries' build_info versions: %s\n", m.Command, tree, rep.versions)
 	fmt.Fprintf(w, "- machine: %d CPUs, %s, Linux %s, %s; load average %s at the start, %s at the end\n",
 		m.CPUs, m.CPUModel, m.Kernel, m.GoVersion, m.LoadStart, m.LoadEnd)
-	fmt.Fprintf(w, "- %d round(s), each on fresh processes with the path order rotated by one; per path and row %s of warm-up, then %s measured; %d output tokens per answer; %s\n\n",
-		m.o.rounds, m.o.warmup, m.o.duration, m.o.outTokens, m.Finished.Sub(m.Started).Round(1e9))
+	pace := "all at once"
+	if m.o.tokenDelayMs > 0 {
+		pace = fmt.Sprintf("%d ms apart", m.o.tokenDelayMs)
+	}
+	fmt.Fprintf(w, "- %d round(s), each on fresh processes with the path order rotated by one; per path and row %s of warm-up, then %s measured; %d output tokens per answer, %s; %s\n\n",
+		m.o.rounds, m.o.warmup, m.o.duration, m.o.outTokens, pace, m.Finished.Sub(m.Started).Round(1e9))
 	fmt.Fprintln(w, "Every figure is the median over rounds. Latency is from sending the request to the end of the answer; "+
 		"\"added\" is the path's figure minus engine direct's in the same row. CPU is utime+stime from /proc/<pid>/stat over the row "+
 		"divided by the requests served; syscalls are /proc/<pid>/io syscr+syscw (read- and write-class calls only: epoll, futex and "+
