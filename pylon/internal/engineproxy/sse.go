@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
+
+	"github.com/stargate-router/stargate/pkg/jsonscan"
 )
 
 // streamSSE forwards an event stream and reports output events to the
@@ -116,40 +119,147 @@ const aggregatedFlushInterval = time.Second
 // carriesText reports whether an output event's data certainly carries
 // text by the rule the gateway times its first token with: a chat or
 // completions choice with non-empty delta content or text, or a Responses
-// response.output_text.delta with a non-empty delta. Any doubt (another
-// shape, reasoning or tool-call deltas, bytes that are not JSON) is false,
-// which only keeps flushing, as for a streamed answer. It runs for the
-// output events of an aggregated answer up to the first that carries
-// text, usually two.
+// response.output_text.delta with a non-empty delta. Any doubt is false,
+// which only keeps flushing, as for a streamed answer: another shape,
+// reasoning or tool-call deltas, bytes that are not JSON, and, where it
+// reads a member, a key encoding/json would read differently from its
+// bytes (written with escapes or non-ASCII bytes, a case variant, or a
+// repeat, which encoding/json resolves by folding, keeping the last, or
+// merging). It runs for the output events of an aggregated answer up to
+// the first that carries text, usually two, and reads them in place:
+// decoding with encoding/json cost 2.6-3.0 us and 10 allocations an event
+// (BenchmarkCarriesText), 5 % of the pylon's CPU under paced JSON load.
 func carriesText(data []byte) bool {
-	if !bytes.Contains(data, []byte(`"content"`)) && !bytes.Contains(data, []byte(`"text"`)) &&
-		!bytes.Contains(data, []byte(`"response.output_text.delta"`)) {
+	s := textScan{b: data}
+	if !jsonscan.TopObject(data, s.member) {
 		return false
 	}
-	var ev struct {
-		Type    string          `json:"type"`
-		Delta   json.RawMessage `json:"delta"`
-		Choices []struct {
-			Text  string `json:"text"`
-			Delta struct {
-				Content string `json:"content"`
-			} `json:"delta"`
-		} `json:"choices"`
+	return s.text || s.outputTextDelta && s.deltaText
+}
+
+// textScan is carriesText's walk over one event. The objects and arrays
+// it reads into it walks itself, and every other value it checks with
+// jsonscan.Value at its true nesting, so the document is checked once,
+// exactly as encoding/json would; doubt ends the walk.
+type textScan struct {
+	b                                       []byte
+	text, outputTextDelta, deltaText, doubt bool
+	seenTop                                 uint8 // topNames met so far
+}
+
+// The member names each level reads.
+var (
+	topNames    = []string{"type", "delta", "choices"}
+	choiceNames = []string{"text", "delta"}
+	deltaNames  = []string{"content"}
+)
+
+// member reads a member of the event object (nesting 1); choices is an
+// array at nesting 2.
+func (s *textScan) member(key []byte, i int) int {
+	n := s.name(key, topNames, &s.seenTop)
+	if s.doubt {
+		return -1
 	}
-	if json.Unmarshal(data, &ev) != nil {
-		return false
+	if n == 2 && s.b[i] == '[' {
+		return jsonscan.Array(s.b, i, 2, s.choice)
 	}
-	if ev.Type == "response.output_text.delta" {
-		var d string
-		return json.Unmarshal(ev.Delta, &d) == nil && d != ""
+	end := jsonscan.Value(s.b, i, 1)
+	if end < 0 {
+		return -1
 	}
-	for _, ch := range ev.Choices {
-		if ch.Text != "" || ch.Delta.Content != "" {
-			return true
+	switch n {
+	case 0:
+		s.outputTextDelta = string(s.b[i:end]) == `"response.output_text.delta"`
+	case 1:
+		s.deltaText = nonEmptyString(s.b[i:end])
+	}
+	return end
+}
+
+// choice reads one element of choices; an object is at nesting 3, its
+// delta object at 4.
+func (s *textScan) choice(i int) int {
+	if s.b[i] != '{' {
+		return jsonscan.Value(s.b, i, 2)
+	}
+	var seen uint8
+	return jsonscan.Object(s.b, i, 3, func(key []byte, i int) int {
+		n := s.name(key, choiceNames, &seen)
+		if s.doubt {
+			return -1
+		}
+		if n == 1 && s.b[i] == '{' {
+			return s.delta(i)
+		}
+		end := jsonscan.Value(s.b, i, 3)
+		if n == 0 && end >= 0 && nonEmptyString(s.b[i:end]) {
+			s.text = true
+		}
+		return end
+	})
+}
+
+// delta reads a choice's delta object for its content.
+func (s *textScan) delta(i int) int {
+	var seen uint8
+	return jsonscan.Object(s.b, i, 4, func(key []byte, i int) int {
+		n := s.name(key, deltaNames, &seen)
+		if s.doubt {
+			return -1
+		}
+		end := jsonscan.Value(s.b, i, 4)
+		if n == 0 && end >= 0 && nonEmptyString(s.b[i:end]) {
+			s.text = true
+		}
+		return end
+	})
+}
+
+// name returns the index in names of the member key, -1 for a key the
+// level does not read. A key that encoding/json might match with a name
+// though its bytes differ (escapes, non-ASCII bytes, another letter case),
+// or a name seen before in the same object (seen has a bit per name),
+// sets doubt.
+func (s *textScan) name(key []byte, names []string, seen *uint8) int {
+	for _, c := range key {
+		if c == '\\' || c >= utf8.RuneSelf {
+			s.doubt = true
+			return -1
 		}
 	}
-	return false
+	for n, want := range names {
+		if !foldsTo(key, want) {
+			continue
+		}
+		if string(key) != want || *seen&(1<<n) != 0 {
+			s.doubt = true
+			return -1
+		}
+		*seen |= 1 << n
+		return n
+	}
+	return -1
 }
+
+// foldsTo reports whether b spells name, which is lower-case ASCII
+// letters only, in any letter case.
+func foldsTo(b []byte, name string) bool {
+	if len(b) != len(name) {
+		return false
+	}
+	for i := range len(b) {
+		if b[i]|0x20 != name[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// nonEmptyString reports whether a checked JSON value is a string other
+// than "": any character, escaped or not, makes its token longer than its
+// two quotes.
+func nonEmptyString(v []byte) bool { return len(v) > 2 && v[0] == '"' }
 
 // streamEnded is the outcome of an event stream whose read ended, at its
 // end (eof) or with an error: a timeout or a broken stream fails and resets

@@ -946,35 +946,118 @@ func TestSSEAggregatedFlushes(t *testing.T) {
 	}
 }
 
-// TestCarriesText pins the pylon's side of the gateway's first-token rule:
-// true only where the gateway certainly sees text, false on any doubt.
+// carriesTextCases pin the pylon's side of the gateway's first-token
+// rule: true only where the gateway certainly sees text, false on any
+// doubt. They seed FuzzCarriesText.
+var carriesTextCases = []struct {
+	data string
+	want bool
+}{
+	{`{"choices":[{"delta":{"content":"hi"}}]}`, true},
+	{`{"choices":[{"delta":{"content":" "}}]}`, true},
+	{`{"choices":[{"delta":{"content":"\u0000"}}]}`, true},
+	{`{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"content":"x"}}]}`, true},
+	{`{"choices":[{"text":"hi"}]}`, true},
+	{` {"id":"c","choices":[null,7,{"delta":{"role":"assistant","content":"a"},"logprobs":null}]} `, true},
+	{`{"type":"response.output_text.delta","delta":"hi"}`, true},
+	{`{"type":"response.output_text.delta","delta":"\u0068"}`, true},
+	{`{"choices":[{"delta":{"role":"assistant","content":""}}]}`, false},
+	{`{"choices":[{"delta":{"content":null}}]}`, false},
+	{`{"choices":[{"delta":{"reasoning_content":"hm"}}]}`, false},
+	{`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}`, false},
+	{`{"choices":[{"delta":{"content":[{"type":"text","text":"x"}]}}]}`, false},
+	{`{"choices":[],"usage":{"completion_tokens":3}}`, false},
+	{`{"type":"response.output_text.delta","delta":""}`, false},
+	{`{"type":"response.output_text.delta","delta":{"text":"x"}}`, false},
+	{`{"type":"response.reasoning_text.delta","delta":"hm"}`, false},
+	{`{"type":"response.content_part.added","part":{"type":"output_text","text":""}}`, false},
+	// What encoding/json reads differently from the bytes is doubt.
+	{`{"choices":[{"delta":{"content":"x","content":""}}]}`, false},
+	{`{"choices":[{"delta":{"content":"x","Content":""}}]}`, false},
+	{`{"choices":[{"delta":{"content":"x","cont\u0065nt":""}}]}`, false},
+	{`{"choices":[{"delta":{"content":"x"}}],"choices":[]}`, false},
+	{`{"choices":[{"delta":{"content":"x"},"delta":{"role":"assistant"}}]}`, false},
+	{`{"choiceſ":[],"choices":[{"delta":{"content":"x"}}]}`, false},
+	{`{"CHOICES":[{"delta":{"content":"x"}}]}`, false},
+	{`{"choices":[{"delta":{"content":"hi"}}]`, false},
+	{`{"choices":[{"delta":{"content":"hi"}}]} x`, false},
+	{`not json "content"`, false},
+	{`["content"]`, false},
+	{``, false},
+}
+
 func TestCarriesText(t *testing.T) {
-	for _, tc := range []struct {
-		data string
-		want bool
-	}{
-		{`{"choices":[{"delta":{"content":"hi"}}]}`, true},
-		{`{"choices":[{"delta":{"content":" "}}]}`, true},
-		{`{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"content":"x"}}]}`, true},
-		{`{"choices":[{"text":"hi"}]}`, true},
-		{`{"type":"response.output_text.delta","delta":"hi"}`, true},
-		{`{"type":"response.output_text.delta","delta":"\u0068"}`, true},
-		{`{"choices":[{"delta":{"role":"assistant","content":""}}]}`, false},
-		{`{"choices":[{"delta":{"content":null}}]}`, false},
-		{`{"choices":[{"delta":{"reasoning_content":"hm"}}]}`, false},
-		{`{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}`, false},
-		{`{"choices":[{"delta":{"content":[{"type":"text","text":"x"}]}}]}`, false},
-		{`{"choices":[],"usage":{"completion_tokens":3}}`, false},
-		{`{"type":"response.output_text.delta","delta":""}`, false},
-		{`{"type":"response.reasoning_text.delta","delta":"hm"}`, false},
-		{`{"type":"response.content_part.added","part":{"type":"output_text","text":""}}`, false},
-		{`{"choices":[{"delta":{"content":"hi"}}]`, false},
-		{`not json "content"`, false},
-		{``, false},
-	} {
+	for _, tc := range carriesTextCases {
 		if got := carriesText([]byte(tc.data)); got != tc.want {
 			t.Errorf("carriesText(%s) = %v, want %v", tc.data, got, tc.want)
 		}
+	}
+}
+
+// carriesTextByJSON is carriesText's rule read through encoding/json, as
+// a client of the gateway's kind would: a type mismatch leaves the field
+// empty and the rest decoded.
+func carriesTextByJSON(data []byte) bool {
+	var ev struct {
+		Type    string          `json:"type"`
+		Delta   json.RawMessage `json:"delta"`
+		Choices []struct {
+			Text  string `json:"text"`
+			Delta struct {
+				Content string `json:"content"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(data, &ev); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if !errors.As(err, &typeErr) {
+			return false
+		}
+	}
+	if ev.Type == "response.output_text.delta" {
+		var d string
+		if json.Unmarshal(ev.Delta, &d) == nil && d != "" {
+			return true
+		}
+	}
+	for _, ch := range ev.Choices {
+		if ch.Text != "" || ch.Delta.Content != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// FuzzCarriesText: carriesText never sees text where encoding/json does
+// not (it may miss some, which only keeps an aggregated answer flushing),
+// and never panics.
+func FuzzCarriesText(f *testing.F) {
+	for _, tc := range carriesTextCases {
+		f.Add([]byte(tc.data))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if carriesText(data) && !carriesTextByJSON(data) {
+			t.Fatalf("carriesText(%q) is true; encoding/json sees no text", data)
+		}
+	})
+}
+
+// BenchmarkCarriesText reads the two events an aggregated answer usually
+// checks: the role chunk and the first token.
+func BenchmarkCarriesText(b *testing.B) {
+	for _, tc := range []struct{ name, data string }{
+		{"role", `{"id":"chatcmpl-0123456789abcdef","object":"chat.completion.chunk","created":1764770000,"model":"bench-model","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`},
+		{"token", `{"id":"chatcmpl-0123456789abcdef","object":"chat.completion.chunk","created":1764770000,"model":"bench-model","choices":[{"index":0,"delta":{"content":"hello"},"logprobs":null,"finish_reason":null}]}`},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			d := []byte(tc.data)
+			b.ReportAllocs()
+			for b.Loop() {
+				if carriesText(d) != (tc.name == "token") {
+					b.Fatal("wrong answer")
+				}
+			}
+		})
 	}
 }
 
