@@ -57,72 +57,110 @@ func (b *endTrackingBody) Close() error {
 }
 
 // endTrackingHub answers every request with an endTrackingBody, its end
-// held on hold when that is set.
+// held on hold when that is set: a chat stream, or with responses set a
+// Responses stream (ending with [DONE] when done is set too).
 type endTrackingHub struct {
 	mu          sync.Mutex
 	bodies      []*endTrackingBody
 	hold        <-chan struct{}
 	heldTooLong atomic.Bool
+	responses   bool
+	done        bool
 }
+
+// The streams endTrackingHub answers with; each carries the text "hi".
+const (
+	trackedChat      = "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+	trackedResponses = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"status\":\"in_progress\"}}\n\n" +
+		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n" +
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"status\":\"completed\",\"output_text\":\"hi\"}}\n\n"
+)
 
 func (h *endTrackingHub) RoundTrip(r *http.Request) (*http.Response, error) {
 	_, _ = io.Copy(io.Discard, r.Body)
-	b := &endTrackingBody{hold: h.hold, heldTooLong: &h.heldTooLong,
-		rest: "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"}
+	rest := trackedChat
+	if h.responses {
+		rest = trackedResponses
+		if h.done {
+			rest += "data: [DONE]\n\n"
+		}
+	}
+	b := &endTrackingBody{hold: h.hold, heldTooLong: &h.heldTooLong, rest: rest}
 	h.mu.Lock()
 	h.bodies = append(h.bodies, b)
 	h.mu.Unlock()
 	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: b, Request: r}, nil
 }
 
+// aggregatedCases are the JSON clients whose answers the gateway builds
+// from the hub's stream: chat (aggregated), and Responses (the terminal
+// event's object) with and without [DONE] after it.
+var aggregatedCases = []struct {
+	name, path, body, want string
+	responses, done        bool
+}{
+	{"chat", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, `"content":"hi"`, false, false},
+	{"responses", "/v1/responses", `{"model":"m","input":"x"}`, `"output_text":"hi"`, true, false},
+	{"responses [DONE]", "/v1/responses", `{"model":"m","input":"x"}`, `"output_text":"hi"`, true, true},
+}
+
 // TestAggregatedAnswerReadsHubBodyToItsEnd: a JSON client's answer is
-// aggregated from the hub's stream, and the hub body is read to its end
+// built from the hub's stream, and the hub body is read to its end
 // before it is closed, even when that end comes after [DONE]: net/http
 // closes the connection of a body closed early, and the next request
 // would dial the hub again.
 func TestAggregatedAnswerReadsHubBodyToItsEnd(t *testing.T) {
-	hub := &endTrackingHub{}
-	u, _ := url.Parse("http://hub.test")
-	h := newHarness(t, opts{pool: hubclient.NewWithTransport(u, hub, "")})
-	resp, b := h.post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`, nil)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(b, `"content":"hi"`) {
-		t.Fatalf("%d %s", resp.StatusCode, b)
-	}
-	hub.mu.Lock()
-	defer hub.mu.Unlock()
-	if len(hub.bodies) != 1 {
-		t.Fatalf("%d hub requests, want 1", len(hub.bodies))
-	}
-	b0 := hub.bodies[0]
-	b0.mu.Lock()
-	defer b0.mu.Unlock()
-	if b0.closedEarly {
-		t.Fatal("the hub body was closed before its end was read")
+	for _, tc := range aggregatedCases {
+		t.Run(tc.name, func(t *testing.T) {
+			hub := &endTrackingHub{responses: tc.responses, done: tc.done}
+			u, _ := url.Parse("http://hub.test")
+			h := newHarness(t, opts{pool: hubclient.NewWithTransport(u, hub, "")})
+			resp, b := h.post(tc.path, tc.body, nil)
+			if resp.StatusCode != http.StatusOK || !strings.Contains(b, tc.want) {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+			hub.mu.Lock()
+			defer hub.mu.Unlock()
+			if len(hub.bodies) != 1 {
+				t.Fatalf("%d hub requests, want 1", len(hub.bodies))
+			}
+			b0 := hub.bodies[0]
+			b0.mu.Lock()
+			defer b0.mu.Unlock()
+			if b0.closedEarly {
+				t.Fatal("the hub body was closed before its end was read")
+			}
+		})
 	}
 }
 
 // TestAggregatedAnswerBeforeHubBodyEnds: a JSON client has its whole
-// answer once the hub's stream reached [DONE]; the end of the hub's body,
-// which the gateway still reads for the connection's sake, comes after
-// the engine's, the pylon's and the hub's own and is not waited for.
+// answer once the hub's stream reached [DONE] (chat) or its terminal
+// event (Responses); the end of the hub's body, which the gateway still
+// reads for the connection's sake, comes after the engine's, the pylon's
+// and the hub's own and is not waited for.
 func TestAggregatedAnswerBeforeHubBodyEnds(t *testing.T) {
-	answered := make(chan struct{})
-	hub := &endTrackingHub{hold: answered}
-	u, _ := url.Parse("http://hub.test")
-	h := newHarness(t, opts{pool: hubclient.NewWithTransport(u, hub, "")})
-	req, _ := http.NewRequest(http.MethodPost, h.ts.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"x"}]}`))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := h.ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(resp.Body)
-	close(answered)
-	_ = resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"content":"hi"`) {
-		t.Fatalf("%d %s %v", resp.StatusCode, b, err)
-	}
-	if hub.heldTooLong.Load() {
-		t.Fatal("the gateway held the client's answer until the hub's body ended")
+	for _, tc := range aggregatedCases {
+		t.Run(tc.name, func(t *testing.T) {
+			answered := make(chan struct{})
+			hub := &endTrackingHub{hold: answered, responses: tc.responses, done: tc.done}
+			u, _ := url.Parse("http://hub.test")
+			h := newHarness(t, opts{pool: hubclient.NewWithTransport(u, hub, "")})
+			req, _ := http.NewRequest(http.MethodPost, h.ts.URL+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := h.ts.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			close(answered)
+			_ = resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(b), tc.want) {
+				t.Fatalf("%d %s %v", resp.StatusCode, b, err)
+			}
+			if hub.heldTooLong.Load() {
+				t.Fatal("the gateway held the client's answer until the hub's body ended")
+			}
+		})
 	}
 }

@@ -315,7 +315,8 @@ func (x *exchange) aggregateChat(resp *http.Response) *answer.Usage {
 // writeTerminalResponse serves a non-streaming Responses client: the
 // response object of the stream's terminal event (completed, failed or
 // incomplete), with 200 whichever it is, as upstream Stargate's gateway
-// does; the object's status tells the client.
+// does; the object's status tells the client. The first terminal event
+// is the answer: a stream has one, and what follows it is not parsed.
 func (x *exchange) writeTerminalResponse(resp *http.Response) *answer.Usage {
 	w := x.w
 	rd := answer.NewEventReader(resp.Body)
@@ -333,6 +334,7 @@ func (x *exchange) writeTerminalResponse(resp *http.Response) *answer.Usage {
 		x.checkResponsesOutput(ev.Data)
 		if obj, ok := answer.Terminal(ev.Data); ok {
 			last = obj
+			break
 		}
 	}
 	if last == nil {
@@ -341,6 +343,11 @@ func (x *exchange) writeTerminalResponse(resp *http.Response) *answer.Usage {
 	}
 	copyHeaders(w.Header(), resp.Header)
 	writeJSON(w, last)
+	// The terminal event ends a Responses stream: the answer goes out
+	// before the hub's body is read to its end, as an aggregated chat
+	// answer does, and that read keeps the connection.
+	_ = http.NewResponseController(w).Flush()
+	reuseConn(resp.Body)
 	var env struct {
 		Usage json.RawMessage `json:"usage"`
 	}
