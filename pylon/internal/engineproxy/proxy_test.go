@@ -73,6 +73,22 @@ func TestRequiredHeaders(t *testing.T) {
 	}
 }
 
+// TestAggregatedHeader: x-stargate-aggregated is a hint read as true only
+// for "true" (any case, padded); anything else, or none, keeps every event
+// flushed, and no value is refused.
+func TestAggregatedHeader(t *testing.T) {
+	for v, want := range map[string]bool{"true": true, " TRUE ": true, "True": true, "false": false, "1": false, "yes": false, "": false} {
+		hd := validHeaders("r")
+		if v != "" {
+			hd.Set(headers.StargateAggregated, v)
+		}
+		info, detail := requestHeaders(hd)
+		if detail != "" || info.Aggregated != want {
+			t.Errorf("%s %q: aggregated %v (%q), want %v", headers.StargateAggregated, v, info.Aggregated, detail, want)
+		}
+	}
+}
+
 func TestUnpublishedModel(t *testing.T) {
 	up := newScripted(t, okJSON)
 	h := newHarness(t, up.srv.URL, options{unpublish: true})
