@@ -16,6 +16,7 @@ import (
 
 	"github.com/stargate-router/stargate/pkg/clock"
 	"github.com/stargate-router/stargate/pkg/resolve"
+	"github.com/stargate-router/stargate/pkg/roundtrip"
 )
 
 // Defaults and bounds of the hub pool (docs/gateway.md#several-hubs).
@@ -98,7 +99,9 @@ type Hub struct {
 	// so the Host header and TLS server name stay the configured name
 	// when addr is an IP.
 	base *url.URL
-	hc   *http.Client
+	// hc holds the hub's transport: requests go on it directly (see Do),
+	// idle connections are closed through it.
+	hc *http.Client
 	// inflight counts exchanges from Do until their body is closed.
 	inflight atomic.Int64
 	// removed is set once the address stops resolving: its idle
@@ -288,7 +291,11 @@ func (c *Client) NewRequest(ctx context.Context, hub *Hub, method, path string, 
 // response head of any status marks it up.
 func (c *Client) Do(hub *Hub, req *http.Request) (*http.Response, error) {
 	hub.inflight.Add(1)
-	resp, err := hub.hc.Do(req)
+	// The transport, not http.Client: a redirect from the hub (an
+	// engine's, relayed by the pylon and the hub) reaches the client as an
+	// answer instead of being followed, which would re-send the prompt to
+	// the URL it names; and Client's copy of the header set is not made.
+	resp, err := roundtrip.Do(hub.hc.Transport, req)
 	if err != nil {
 		c.release(hub)
 		if req.Context().Err() == nil {

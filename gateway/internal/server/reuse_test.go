@@ -164,3 +164,41 @@ func TestAggregatedAnswerBeforeHubBodyEnds(t *testing.T) {
 		})
 	}
 }
+
+// redirectingHub answers every request with a 307 to another host and
+// records every request it gets, a followed redirect included.
+type redirectingHub struct {
+	mu   sync.Mutex
+	urls []string
+}
+
+func (h *redirectingHub) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_ = r.Body.Close()
+	}
+	h.mu.Lock()
+	h.urls = append(h.urls, r.URL.String())
+	h.mu.Unlock()
+	return &http.Response{StatusCode: http.StatusTemporaryRedirect, Request: r, Body: io.NopCloser(strings.NewReader("")),
+		Header: http.Header{"Location": {"http://elsewhere.test/steal"}, "Content-Type": {"text/plain"}}}, nil
+}
+
+// TestHubRedirectNotFollowed: a redirect from the hub (an engine's,
+// relayed by the pylon and the hub) is answered to the client as an
+// upstream error with its status; the gateway never sends the request,
+// and so the prompt, to the URL it names.
+func TestHubRedirectNotFollowed(t *testing.T) {
+	hub := &redirectingHub{}
+	u, _ := url.Parse("http://hub.test")
+	h := newHarness(t, opts{pool: hubclient.NewWithTransport(u, hub, "")})
+	resp, b := h.post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"secret"}]}`, nil)
+	if resp.StatusCode != http.StatusTemporaryRedirect || !strings.Contains(b, `"code":"upstream_error"`) {
+		t.Fatalf("%d %s; want the 307 as an OpenAI error", resp.StatusCode, b)
+	}
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	if len(hub.urls) != 1 || !strings.HasPrefix(hub.urls[0], "http://hub.test/") {
+		t.Fatalf("requests sent: %q; want the one to the hub", hub.urls)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"github.com/stargate-router/stargate/pkg/headers"
 	"github.com/stargate-router/stargate/pkg/jsonscan"
 	"github.com/stargate-router/stargate/pkg/protocol"
+	"github.com/stargate-router/stargate/pkg/roundtrip"
 )
 
 // Endpoint is the class of a request's path, which decides how it is
@@ -706,20 +706,8 @@ func (px *Proxy) send(ctx context.Context, r *http.Request, hd http.Header, body
 	// The transport, not http.Client: an engine's redirect goes back to
 	// the hub as it came, as from any reverse proxy, and the Client's
 	// copy of the header set for following redirects is not made.
-	resp, err = px.transport.RoundTrip(req)
-	if err != nil {
-		// The error as http.Client reports it, naming the request.
-		err = &url.Error{Op: urlErrorOp(req.Method), URL: req.URL.Redacted(), Err: err}
-	}
+	resp, err = roundtrip.Do(px.transport, req)
 	return resp, conn.Load(), err
-}
-
-// urlErrorOp is http.Client's Op of a *url.Error: "Post" for POST.
-func urlErrorOp(method string) string {
-	if method == "" {
-		return "Get"
-	}
-	return method[:1] + strings.ToLower(method[1:])
 }
 
 // newUpstreamRequest builds the request to engine e for the hub's request
