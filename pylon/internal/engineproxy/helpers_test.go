@@ -438,6 +438,31 @@ func (er *eventReader) next(t *testing.T) string {
 
 // end waits for the end of the stream and returns its error (io.EOF for a
 // clean end).
+// rest returns every event until the stream ends, and how it ended.
+func (er *eventReader) rest(t *testing.T) ([]string, error) {
+	t.Helper()
+	var got []string
+	for {
+		select {
+		case ev := <-er.events:
+			got = append(got, ev)
+		case err := <-er.err:
+			// The reader sends every event before its error.
+			for {
+				select {
+				case ev := <-er.events:
+					got = append(got, ev)
+				default:
+					return got, err
+				}
+			}
+		case <-time.After(hangGuard):
+			t.Fatal("the stream did not end")
+			return got, nil
+		}
+	}
+}
+
 func (er *eventReader) end(t *testing.T) error {
 	t.Helper()
 	select {
