@@ -16,7 +16,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/stargate-router/stargate/pkg/headers"
 	"github.com/stargate-router/stargate/pkg/jsonscan"
@@ -169,7 +168,6 @@ var (
 	canonRequestID            = http.CanonicalHeaderKey(headers.RequestID)
 	canonModel                = http.CanonicalHeaderKey(headers.Model)
 	canonRoutingKey           = http.CanonicalHeaderKey(headers.RoutingKey)
-	canonAggregated           = http.CanonicalHeaderKey(headers.StargateAggregated)
 	canonDynamoPriority       = http.CanonicalHeaderKey(headers.DynamoRequestPriority)
 	canonDynamoStrictPriority = http.CanonicalHeaderKey(headers.DynamoRequestStrictPriority)
 )
@@ -240,9 +238,9 @@ func requestHeaders(h http.Header) (RequestInfo, string) {
 		info.Priority = p
 	}
 	info.RoutingKey = strings.TrimSpace(headers.First(h, canonRoutingKey))
-	// A hint, not a command: any value but "true" keeps every event
-	// flushed, which is never wrong.
-	info.Aggregated = strings.EqualFold(strings.TrimSpace(headers.First(h, canonAggregated)), "true")
+	// A hint, not a command: a value that is not true (false, malformed,
+	// absent) keeps every event flushed, which is never wrong.
+	info.Aggregated, _, _ = headers.GetBool(h, headers.StargateAggregated)
 	return info, ""
 }
 
@@ -364,9 +362,9 @@ type streamMember struct {
 
 func (s *streamMember) member(k, v []byte) {
 	switch {
-	case !isASCII(k):
+	case !jsonscan.ASCII(k):
 		s.nonASCII = true
-	case len(k) != len("stream") || !strings.EqualFold(string(k), "stream"):
+	case !jsonscan.KeyIs(k, "stream"):
 	case string(v) == "true":
 		s.set = true
 	case string(v) == "false" || string(v) == "null":
@@ -390,15 +388,6 @@ func (s *streamMember) streams(body []byte, plain bool) bool {
 		return json.Unmarshal(body, &peek) == nil && peek.Stream != nil && *peek.Stream
 	}
 	return s.set && !s.wrongKind
-}
-
-func isASCII(b []byte) bool {
-	for _, c := range b {
-		if c >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
 }
 
 // admissionResult is the result label of

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/stargate-router/stargate/pkg/jsonscan"
 )
@@ -68,7 +67,7 @@ func (px *Proxy) streamSSE(ctx context.Context, cancel context.CancelFunc, w htt
 			if _, werr := w.Write(data[:done]); werr != nil {
 				return outcomeCancelled, false
 			}
-			if flush := !hold || px.cfg.Clock.Since(lastFlush) >= aggregatedFlushInterval; flush {
+			if !hold || px.cfg.Clock.Since(lastFlush) >= aggregatedFlushInterval {
 				if rc.Flush() != nil {
 					return outcomeCancelled, false
 				}
@@ -222,14 +221,12 @@ func (s *textScan) delta(i int) int {
 // or a name seen before in the same object (seen has a bit per name),
 // sets doubt.
 func (s *textScan) name(key []byte, names []string, seen *uint8) int {
-	for _, c := range key {
-		if c == '\\' || c >= utf8.RuneSelf {
-			s.doubt = true
-			return -1
-		}
+	if !jsonscan.ASCII(key) || bytes.IndexByte(key, '\\') >= 0 {
+		s.doubt = true
+		return -1
 	}
 	for n, want := range names {
-		if !foldsTo(key, want) {
+		if !jsonscan.KeyIs(key, want) {
 			continue
 		}
 		if string(key) != want || *seen&(1<<n) != 0 {
@@ -240,20 +237,6 @@ func (s *textScan) name(key []byte, names []string, seen *uint8) int {
 		return n
 	}
 	return -1
-}
-
-// foldsTo reports whether b spells name, which is lower-case ASCII
-// letters only, in any letter case.
-func foldsTo(b []byte, name string) bool {
-	if len(b) != len(name) {
-		return false
-	}
-	for i := range len(b) {
-		if b[i]|0x20 != name[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // nonEmptyString reports whether a checked JSON value is a string other

@@ -135,17 +135,17 @@ func scanChunk(p []byte) (c chunkShape, words uint64, ok bool) {
 	nChoices := 0
 	valid, plain := jsonscan.ValidMembers(p, func(k, v []byte) {
 		switch {
-		case !isASCII(k):
+		case !jsonscan.ASCII(k):
 			ok = false
-		case foldEqual(k, "usage"):
+		case jsonscan.KeyIs(k, "usage"):
 			c.Usage = v
-		case foldEqual(k, "output_tokens_so_far"):
+		case jsonscan.KeyIs(k, "output_tokens_so_far"):
 			c.OutputTokensSoFar = v
-		case foldEqual(k, "response"):
+		case jsonscan.KeyIs(k, "response"):
 			c.Response = v
-		case foldEqual(k, "delta"):
+		case jsonscan.KeyIs(k, "delta"):
 			c.Delta = v
-		case foldEqual(k, "choices"):
+		case jsonscan.KeyIs(k, "choices"):
 			choices = v
 			nChoices++
 		}
@@ -161,9 +161,9 @@ func scanChunk(p []byte) (c chunkShape, words uint64, ok bool) {
 		nDelta := 0
 		if !jsonscan.EachMember(choice, func(k, v []byte) {
 			switch {
-			case !isASCII(k):
+			case !jsonscan.ASCII(k):
 				ok = false
-			case foldEqual(k, "delta"):
+			case jsonscan.KeyIs(k, "delta"):
 				delta = v
 				nDelta++
 			}
@@ -173,9 +173,9 @@ func scanChunk(p []byte) (c chunkShape, words uint64, ok bool) {
 		var content []byte
 		if !jsonscan.EachMember(delta, func(k, v []byte) {
 			switch {
-			case !isASCII(k):
+			case !jsonscan.ASCII(k):
 				ok = false
-			case foldEqual(k, "content"):
+			case jsonscan.KeyIs(k, "content"):
 				content = v
 			}
 		}) && len(delta) > 0 && delta[0] == '{' {
@@ -192,33 +192,6 @@ func scanChunk(p []byte) (c chunkShape, words uint64, ok bool) {
 		return chunkShape{}, 0, false
 	}
 	return c, words, true
-}
-
-func isASCII(b []byte) bool {
-	for _, c := range b {
-		if c >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
-}
-
-// foldEqual reports whether the ASCII key k equals the lower-case name
-// under ASCII case folding, which is how encoding/json matches an ASCII key
-// to a field.
-func foldEqual(k []byte, name string) bool {
-	if len(k) != len(name) {
-		return false
-	}
-	for i, c := range k {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != name[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // rawFieldU64 reads obj[key] as an unsigned integer when obj is a JSON
