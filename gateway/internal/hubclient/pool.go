@@ -99,9 +99,8 @@ type Hub struct {
 	// so the Host header and TLS server name stay the configured name
 	// when addr is an IP.
 	base *url.URL
-	// hc holds the hub's transport: requests go on it directly (see Do),
-	// idle connections are closed through it.
-	hc *http.Client
+	// rt is the hub's transport; requests go on it directly (see Do).
+	rt http.RoundTripper
 	// inflight counts exchanges from Do until their body is closed.
 	inflight atomic.Int64
 	// removed is set once the address stops resolving: its idle
@@ -170,7 +169,7 @@ func NewPool(cfg Config) *Client {
 func newStatic(base *url.URL, rt http.RoundTripper, tokenFile string) *Client {
 	c := NewPool(Config{URLs: []*url.URL{base}, TokenFile: tokenFile})
 	c.static = true
-	c.hubs = []*Hub{{addr: base.Host, base: base, hc: &http.Client{Transport: rt}, up: true}}
+	c.hubs = []*Hub{{addr: base.Host, base: base, rt: rt, up: true}}
 	return c
 }
 
@@ -284,6 +283,14 @@ func (c *Client) NewRequest(ctx context.Context, hub *Hub, method, path string, 
 	return newRequest(ctx, hub.base, c.token, method, path, h, body)
 }
 
+// closeIdle closes the hub's idle connections, as http.Client's
+// CloseIdleConnections does: when its transport keeps any.
+func (h *Hub) closeIdle() {
+	if t, ok := h.rt.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+}
+
 // Do sends req to hub. An exchange counts as in flight on hub until the
 // response body is closed, so callers must close it. A failure while
 // req's context is live (the hub refused, reset or closed the connection
@@ -295,7 +302,7 @@ func (c *Client) Do(hub *Hub, req *http.Request) (*http.Response, error) {
 	// engine's, relayed by the pylon and the hub) reaches the client as an
 	// answer instead of being followed, which would re-send the prompt to
 	// the URL it names; and Client's copy of the header set is not made.
-	resp, err := roundtrip.Do(hub.hc.Transport, req)
+	resp, err := roundtrip.Do(hub.rt, req)
 	if err != nil {
 		c.release(hub)
 		if req.Context().Err() == nil {
@@ -311,7 +318,7 @@ func (c *Client) Do(hub *Hub, req *http.Request) (*http.Response, error) {
 // release ends one exchange on hub.
 func (c *Client) release(hub *Hub) {
 	if hub.inflight.Add(-1) == 0 && hub.removed.Load() {
-		hub.hc.CloseIdleConnections()
+		hub.closeIdle()
 	}
 }
 
@@ -370,7 +377,7 @@ func (c *Client) CloseIdle() {
 	hubs := slices.Clone(c.hubs)
 	c.mu.Unlock()
 	for _, h := range hubs {
-		h.hc.CloseIdleConnections()
+		h.closeIdle()
 	}
 }
 
@@ -431,10 +438,10 @@ func (c *Client) Resolve(ctx context.Context) {
 			c.cfg.OnState(h.addr, Gone)
 		}
 		h.removed.Store(true)
-		h.hc.CloseIdleConnections()
+		h.closeIdle()
 	}
 	for addr, t := range desired {
-		h := &Hub{addr: addr, base: t.base, hc: &http.Client{Transport: c.cfg.Transport(addr)}, up: true}
+		h := &Hub{addr: addr, base: t.base, rt: c.cfg.Transport(addr), up: true}
 		c.log.Info("hub added", "hub", addr, "url", t.base.String())
 		kept = append(kept, h)
 		c.report(h, Up)

@@ -299,12 +299,7 @@ func (x *exchange) aggregateChat(resp *http.Response) *answer.Usage {
 		return nil
 	}
 	copyHeaders(w.Header(), resp.Header)
-	writeJSON(w, out)
-	// The answer is whole (its length is declared), so it goes out before
-	// the hub's body is read to its end: that end follows the engine's,
-	// the pylon's and the hub's own, and the client need not wait for it.
-	_ = http.NewResponseController(w).Flush()
-	reuseConn(resp.Body)
+	writeWhole(w, out, resp.Body)
 	u, ok := answer.ParseUsage(agg.Usage())
 	if !ok {
 		return nil
@@ -342,12 +337,7 @@ func (x *exchange) writeTerminalResponse(resp *http.Response) *answer.Usage {
 		return nil
 	}
 	copyHeaders(w.Header(), resp.Header)
-	writeJSON(w, last)
-	// The terminal event ends a Responses stream: the answer goes out
-	// before the hub's body is read to its end, as an aggregated chat
-	// answer does, and that read keeps the connection.
-	_ = http.NewResponseController(w).Flush()
-	reuseConn(resp.Body)
+	writeWhole(w, last, resp.Body)
 	var env struct {
 		Usage json.RawMessage `json:"usage"`
 	}
@@ -410,9 +400,12 @@ func reuseConn(body io.Reader) {
 	_, _ = io.CopyN(io.Discard, body, drainLimit)
 }
 
-// writeJSON writes b and a newline as the whole 200 answer, its length
-// declared, so the answer is complete once flushed.
-func writeJSON(w http.ResponseWriter, b []byte) {
+// writeWhole sends b and a newline as the whole 200 answer built from the
+// hub's stream, its length declared, then reads what is left of hubBody
+// (reuseConn). The answer is flushed first: it is complete then, and the
+// end of the hub's body follows the engine's, the pylon's and the hub's
+// own, which the client need not wait for.
+func writeWhole(w http.ResponseWriter, b []byte, hubBody io.Reader) {
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"}
 	h["Content-Length"] = []string{strconv.Itoa(len(b) + 1)}
@@ -420,4 +413,6 @@ func writeJSON(w http.ResponseWriter, b []byte) {
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b) //nolint:gosec // G705: a JSON body built from the hub's answer, served as application/json
 	_, _ = w.Write([]byte("\n"))
+	_ = http.NewResponseController(w).Flush()
+	reuseConn(hubBody)
 }
