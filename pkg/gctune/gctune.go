@@ -76,8 +76,11 @@ func (t *Tuner) arm() {
 		if t.stopped.Load() {
 			return
 		}
-		t.adjust()
+		// Armed before adjusting, so that whoever sees the adjustment
+		// (the tests' hook) and then collects finds the next sentinel
+		// in that collection, not allocated after it.
 		t.arm()
+		t.adjust()
 	}, t)
 }
 

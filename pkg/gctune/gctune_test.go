@@ -68,26 +68,27 @@ func TestTunerFollowsTheLiveHeap(t *testing.T) {
 	for i := range keep {
 		keep[i] = make([]byte, 1<<20)
 	}
-	want := Percent(liveAfterGC(), tu.headroom)
-	if want != 100 {
+	if want := Percent(liveAfterGC(), tu.headroom); want != 100 {
 		t.Fatalf("with 40 MiB live, Percent = %d, want 100", want)
 	}
-	waitFor(t, done, want)
-	if got := gogc(); got != int64(want) {
-		t.Fatalf("GOGC after the cleanup = %d, want %d", got, want)
+	waitFor(t, done, "100", func(p int) bool { return p == 100 })
+	if got := gogc(); got != 100 {
+		t.Fatalf("GOGC after the cleanup = %d, want 100", got)
 	}
 
 	runtime.KeepAlive(keep)
 
-	// Drop it: the next collection must raise the target again.
+	// Drop it: the next collection must raise the target again. Not to
+	// an exact value: the live heap left is the test binary's own, about
+	// the 1 MiB at which the target reaches its cap, and moves a little
+	// from one collection to the next.
 	runtime.GC()
-	want = Percent(liveHeap(), tu.headroom)
-	if want <= 100 {
+	if want := Percent(liveHeap(), tu.headroom); want <= 100 {
 		t.Fatalf("with the 40 MiB gone, Percent = %d, want > 100", want)
 	}
-	waitFor(t, done, want)
-	if got := gogc(); got != int64(want) {
-		t.Fatalf("GOGC after the cleanup = %d, want %d", got, want)
+	waitFor(t, done, "above 100", func(p int) bool { return p > 100 })
+	if got := gogc(); got <= 100 {
+		t.Fatalf("GOGC after the cleanup = %d, want above 100", got)
 	}
 }
 
@@ -96,21 +97,21 @@ func liveAfterGC() uint64 {
 	return liveHeap()
 }
 
-// waitFor reads adjustments until one sets want. The cleanup runs on the
+// waitFor reads adjustments until one is wanted. The cleanup runs on the
 // runtime's cleanup goroutine some time after the collection; the bound
 // only keeps a broken loop from hanging the test.
-func waitFor(t *testing.T, done <-chan int, want int) {
+func waitFor(t *testing.T, done <-chan int, want string, ok func(int) bool) {
 	t.Helper()
 	limit := time.After(10 * time.Second)
 	for {
 		select {
 		case p := <-done:
-			if p == want {
+			if ok(p) {
 				return
 			}
 			runtime.GC() // the cleanup may have run for an earlier cycle
 		case <-limit:
-			t.Fatalf("no adjustment to %d after a collection", want)
+			t.Fatalf("no adjustment to %s after a collection", want)
 		}
 	}
 }
