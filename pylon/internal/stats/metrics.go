@@ -2,6 +2,7 @@ package stats
 
 import (
 	"errors"
+	"maps"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -195,12 +196,7 @@ type modelSnapshot struct {
 func (s *snapshotCollector) Collect(ch chan<- prometheus.Metric) {
 	c := s.c
 	c.mu.Lock()
-	live := map[throughputSource]int{sourceEngine: 0, sourceFallback: 0}
-	for _, t := range c.reqs {
-		if t.counting {
-			live[t.source]++
-		}
-	}
+	live := maps.Clone(c.counting)
 	models := make([]modelSnapshot, 0, len(c.gens))
 	for _, g := range c.gens {
 		ms := modelSnapshot{model: g.model, stats: c.statsLocked(g)}

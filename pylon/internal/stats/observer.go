@@ -127,8 +127,8 @@ func (c *Collector) Begin(r RequestInfo) *Observer {
 		// A reused id replaces an older owner or tombstone, as upstream
 		// Stargate does: the newest request is the one the engine's
 		// events now describe.
-		o.track = &reqTrack{gen: g, obs: o, lastSeen: now}
-		c.reqs[r.ID] = o.track
+		o.track = &reqTrack{gen: g, owned: true, lastSeen: now}
+		c.rememberLocked(r.ID, o.track, now)
 	}
 	g.lastEvent, g.observedAt = now, now
 	c.signal()
@@ -153,7 +153,8 @@ func (o *Observer) Dispatched(engine int) {
 		// A retry: counters the first engine reported start over on the
 		// new one.
 		t.engine = engine
-		t.counting, t.finalized = false, false
+		o.c.setCountingLocked(t, false)
+		t.finalized = false
 	}
 }
 
@@ -393,6 +394,6 @@ func (c *Collector) observeLocked(o *Observer, now time.Time) {
 			c.m.invalidEvent(reason)
 		}
 	case o.state.Terminal() && !t.finalized:
-		t.finalize(now)
+		c.finalizeLocked(t, now)
 	}
 }
