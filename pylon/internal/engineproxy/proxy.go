@@ -180,6 +180,7 @@ func (px *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		px.serveHealth(w, r)
 		return
 	}
+	growStack()
 	px.serveInference(w, r)
 }
 
