@@ -98,7 +98,13 @@ func metricValue(e *env, url, series string) (float64, error) {
 // waitMetric polls the metrics page at url until series reads want.
 func waitMetric(t *testing.T, e *env, url, series string, want float64) {
 	t.Helper()
-	err := poll(15*time.Second, 50*time.Millisecond, func() error {
+	waitMetricWithin(t, e, url, series, want, 15*time.Second)
+}
+
+// waitMetricWithin is waitMetric with its own bound.
+func waitMetricWithin(t *testing.T, e *env, url, series string, want float64, within time.Duration) {
+	t.Helper()
+	err := poll(within, 50*time.Millisecond, func() error {
 		v, err := metricValue(e, url, series)
 		if err == nil && v != want {
 			err = fmt.Errorf("%s = %v, want %v", series, v, want)
