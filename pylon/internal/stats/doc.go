@@ -22,7 +22,8 @@
 // a bounded channel to one collector task and drops them when it is full;
 // here nothing can be dropped and a snapshot always reflects every call
 // that returned. Run drives the only background work: the engine-stream
-// consumer, the 1 s KV poll and the 1 s stale sweep, all timed by the
+// consumer, the 1 s KV poll and the 1 s stale sweep (which looks only at
+// the request memory that is due, not at all of it), all timed by the
 // injected clock.
 //
 // With several engines behind the pylon (Config.UpstreamBaseURLs) the
