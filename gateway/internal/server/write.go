@@ -316,7 +316,7 @@ func (x *exchange) writeTerminalResponse(resp *http.Response) *answer.Usage {
 	w := x.w
 	rd := answer.NewEventReader(resp.Body)
 	defer rd.Release()
-	var last json.RawMessage
+	var terminal json.RawMessage
 	for {
 		ev, err := rd.Next()
 		if errors.Is(err, io.EOF) || (err == nil && ev.Done()) {
@@ -328,21 +328,17 @@ func (x *exchange) writeTerminalResponse(resp *http.Response) *answer.Usage {
 		}
 		x.checkResponsesOutput(ev.Data)
 		if obj, ok := answer.Terminal(ev.Data); ok {
-			last = obj
+			terminal = obj
 			break
 		}
 	}
-	if last == nil {
+	if terminal == nil {
 		writeBadGateway(w, answer.ErrNoTerminal.Error())
 		return nil
 	}
 	copyHeaders(w.Header(), resp.Header)
-	writeWhole(w, last, resp.Body)
-	var env struct {
-		Usage json.RawMessage `json:"usage"`
-	}
-	_ = json.Unmarshal(last, &env)
-	if u, ok := answer.ParseUsage(env.Usage); ok {
+	writeWhole(w, terminal, resp.Body)
+	if u, ok := answer.BodyUsage(terminal); ok {
 		return &u
 	}
 	return nil
