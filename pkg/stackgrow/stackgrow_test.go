@@ -34,9 +34,9 @@ func TestGrowsToTheSize(t *testing.T) {
 }
 
 // stackPerGoroutine is the stack memory each of many new goroutines holds
-// after calling grow. The runtime keeps what it frees of smaller stacks
-// in its stack pools, which it counts in use, so the figure is the final
-// size plus a little.
+// after calling grow. A goroutine's first, smaller stack goes back to the
+// runtime's pools when it grows, and a later goroutine may start on it,
+// so the figure is near the final size, a little under or over.
 func stackPerGoroutine(grow func()) float64 {
 	const n = 512
 	var ready sync.WaitGroup
@@ -58,7 +58,7 @@ func stackPerGoroutine(grow func()) float64 {
 	ready.Wait()
 	runtime.ReadMemStats(&after)
 	close(release)
-	return float64(after.StackInuse-before.StackInuse) / n
+	return (float64(after.StackInuse) - float64(before.StackInuse)) / n
 }
 
 // BenchmarkGrown is what a call costs when the stack is already that
